@@ -1,0 +1,94 @@
+"""The per-project index file: its tables, and the versions that decide when it is rebuilt.
+
+One SQLite file per project. ``events`` is the durable, append-only log; every other
+table is a projection of it that ``index.rebuild`` can recreate from the log alone.
+
+Tables
+------
+meta      key/value: schema_version, tokenizer_version, project cwd, applied cursor.
+events    the log. ``seq`` orders it; ``kind`` is one of ``ingest.events.EVENT_KINDS``;
+          ``payload`` is the event's JSON. ``source_id`` (unique when present) makes
+          re-delivered events (the same Redis stream id, say) harmless.
+sessions  one row per Pi session: file, cwd, version, header time, last entry (the leaf).
+entries   one row per tree entry, keyed by (session_id, entry_id). ``text`` is the
+          searchable text (never thinking, images or ``custom`` data). ``eligible`` is 1
+          for the entries automatic retrieval may return (``message`` and
+          ``custom_message`` with text). ``first_kept_id`` is set on compactions.
+entries_fts  FTS5 over ``entries.text`` (external content; rowid = entries.rowid).
+files     what embedded-mode ingest has read of each session file (size, offset, hash
+          of the last complete line), so a re-run reads only new lines.
+"""
+
+from __future__ import annotations
+
+#: Bump when a table changes shape; an older file is then rebuilt from its events.
+SCHEMA_VERSION = 1
+
+#: Bump when tokenization or searchable-text extraction changes; same consequence.
+TOKENIZER_VERSION = 1
+
+#: ``_`` is a token character so ``parse_config_v2`` is one token, found whole.
+FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
+
+DDL = f"""
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS events (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind       TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    payload    TEXT NOT NULL,
+    source_id  TEXT UNIQUE,
+    created_at REAL NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id     TEXT PRIMARY KEY,
+    file           TEXT,
+    cwd            TEXT,
+    version        INTEGER,
+    started_at     TEXT,
+    parent_session TEXT,
+    leaf_id        TEXT,
+    entry_count    INTEGER NOT NULL DEFAULT 0,
+    updated_at     REAL
+);
+
+CREATE TABLE IF NOT EXISTS entries (
+    rowid         INTEGER PRIMARY KEY,
+    session_id    TEXT NOT NULL,
+    entry_id      TEXT NOT NULL,
+    parent_id     TEXT,
+    seq           INTEGER NOT NULL,
+    type          TEXT NOT NULL,
+    role          TEXT,
+    timestamp     TEXT,
+    ts_ms         INTEGER,
+    text          TEXT NOT NULL DEFAULT '',
+    tokens        INTEGER NOT NULL DEFAULT 0,
+    eligible      INTEGER NOT NULL DEFAULT 0,
+    first_kept_id TEXT,
+    UNIQUE (session_id, entry_id)
+);
+CREATE INDEX IF NOT EXISTS entries_parent ON entries (session_id, parent_id);
+
+CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(
+    text,
+    content='entries',
+    content_rowid='rowid',
+    tokenize="{FTS_TOKENIZE}"
+);
+
+CREATE TABLE IF NOT EXISTS files (
+    path           TEXT PRIMARY KEY,
+    session_id     TEXT,
+    size           INTEGER NOT NULL,
+    offset         INTEGER NOT NULL,
+    last_line_hash TEXT,
+    entries_seen   INTEGER NOT NULL DEFAULT 0,
+    updated_at     REAL
+);
+"""
