@@ -15,8 +15,9 @@ entries   one row per tree entry, keyed by (session_id, entry_id). ``text`` is t
           for the entries automatic retrieval may return (``message`` and
           ``custom_message`` with text). ``first_kept_id`` is set on compactions.
 entries_fts  FTS5 over ``entries.text`` (external content; rowid = entries.rowid).
-files     what embedded-mode ingest has read of each session file (size, offset, hash
-          of the last complete line), so a re-run reads only new lines.
+files     what ingest has read of each session file (``ingest.reader.FileState`` as
+          JSON: size, offset, hash of the last complete line), so a re-run reads
+          only new lines.
 """
 
 from __future__ import annotations
@@ -83,12 +84,9 @@ CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(
 );
 
 CREATE TABLE IF NOT EXISTS files (
-    path           TEXT PRIMARY KEY,
-    session_id     TEXT,
-    size           INTEGER NOT NULL,
-    offset         INTEGER NOT NULL,
-    last_line_hash TEXT,
-    entries_seen   INTEGER NOT NULL DEFAULT 0,
-    updated_at     REAL
+    path       TEXT PRIMARY KEY,
+    session_id TEXT,
+    state      TEXT,
+    updated_at REAL
 );
 """

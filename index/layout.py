@@ -1,0 +1,98 @@
+"""Where each project's index lives on disk.
+
+``$LOOKBACK_HOME/projects/<slug>-<hash>/`` per project, where the slug is the last
+part of the project's cwd (for people) and the hash is of the namespace and the
+full cwd (for uniqueness). Inside, ``CURRENT`` names the live generation file
+``index-<n>.sqlite``; a rebuild writes the next generation beside it and swaps
+``CURRENT`` atomically, so readers holding the old file keep working.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECTS_DIR = "projects"
+CURRENT_FILE = "CURRENT"
+LOCK_FILE = "writer.lock"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
+
+
+class ProjectNotFound(LookupError):
+    """No index exists for the named project."""
+
+
+@dataclass(frozen=True)
+class ProjectDir:
+    """One project's folder and the files in it."""
+
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path / LOCK_FILE
+
+    def current_generation(self) -> int | None:
+        try:
+            text = (self.path / CURRENT_FILE).read_text().strip()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def generation_path(self, generation: int) -> Path:
+        return self.path / f"index-{generation}.sqlite"
+
+    def index_path(self) -> Path | None:
+        """The live index file, or None when the project has none yet."""
+        generation = self.current_generation()
+        return None if generation is None else self.generation_path(generation)
+
+    def set_current(self, generation: int) -> None:
+        """Point CURRENT at ``generation`` atomically (write, fsync, rename)."""
+        temporary = self.path / f"{CURRENT_FILE}.tmp"
+        with open(temporary, "w") as handle:
+            handle.write(f"{generation}\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.path / CURRENT_FILE)
+
+
+def project_key(cwd: str, namespace: str = "") -> str:
+    """The folder name of a project: readable slug plus a hash of namespace and cwd."""
+    digest = hashlib.sha256(f"{namespace}\0{cwd}".encode()).hexdigest()[:12]
+    last = re.split(r"[\\/]", cwd.rstrip("/\\"))[-1] if cwd else ""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", last).strip(".-")[:40] or "root"
+    return f"{slug}-{digest}"
+
+
+def project_dir(home: Path, cwd: str, namespace: str = "") -> ProjectDir:
+    return ProjectDir(Path(home) / PROJECTS_DIR / project_key(cwd, namespace))
+
+
+def list_projects(home: Path) -> list[ProjectDir]:
+    """Every project folder under ``home`` that has a live index."""
+    root = Path(home) / PROJECTS_DIR
+    if not root.is_dir():
+        return []
+    found = [ProjectDir(child) for child in sorted(root.iterdir()) if child.is_dir()]
+    return [project for project in found if project.index_path() is not None]
+
+
+def find_project(home: Path, name: str, namespace: str = "") -> ProjectDir:
+    """The project called ``name`` (its folder name, or a cwd), checked before any path use."""
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:[\\/]", name):
+        candidate = project_dir(home, name, namespace)
+    elif _SAFE_NAME.match(name) and name not in (".", ".."):
+        candidate = ProjectDir(Path(home) / PROJECTS_DIR / name)
+    else:
+        raise ProjectNotFound("invalid project name")
+    if candidate.index_path() is None:
+        raise ProjectNotFound(f"no index for project {name!r}")
+    return candidate

@@ -1,0 +1,101 @@
+"""One project's index for writing: the single writer, guarded by a file lock.
+
+Exactly one ``ProjectWriter`` per project may be open at a time on this machine:
+it holds an exclusive ``flock`` on the project's ``writer.lock`` for as long as it
+is open (embedded ``lookback index``, a worker, a rebuild). A second writer waits
+for the lock (or fails after ``lock_timeout`` seconds), so two writers can never
+interleave their transactions or race a rebuild's swap.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import apsw
+
+from index.layout import ProjectDir, project_dir
+from index.store import open_writer
+from index.writer import append_events
+from ingest.events import Event
+from ingest.reader import FileState
+
+
+class WriterBusy(TimeoutError):
+    """Another writer holds the project's lock."""
+
+
+class ProjectWriter:
+    """The open, locked writer of one project's index."""
+
+    def __init__(self, home: Path, cwd: str, *, namespace: str = "",
+                 lock_timeout: float = 30.0) -> None:
+        self.project: ProjectDir = project_dir(home, cwd, namespace)
+        self.project.path.mkdir(parents=True, exist_ok=True)
+        self._lock = acquire_lock(self.project.lock_path, lock_timeout)
+        try:
+            generation = self.project.current_generation()
+            if generation is None:
+                generation = 1
+                self.connection = open_writer(self.project.generation_path(generation),
+                                              cwd=cwd, namespace=namespace)
+                self.project.set_current(generation)
+            else:
+                self.connection = open_writer(self.project.generation_path(generation),
+                                              cwd=cwd, namespace=namespace)
+        except BaseException:
+            os.close(self._lock)
+            raise
+
+    def file_state(self, path: str) -> FileState | None:
+        row = self.connection.execute(
+            "SELECT state FROM files WHERE path = ?", (path,)
+        ).fetchone()
+        return None if row is None or row[0] is None else FileState.from_json(row[0])
+
+    def write(self, events: Iterable[Event], *, state: FileState | None = None,
+              source_ids: Iterable[str | None] | None = None,
+              extra: Callable[[apsw.Connection], None] | None = None) -> int:
+        """Append and apply ``events``; record ``state`` in the same transaction."""
+
+        def record(connection: apsw.Connection) -> None:
+            if state is not None:
+                connection.execute(
+                    "INSERT INTO files(path, session_id, state, updated_at) VALUES (?,?,?,?) "
+                    "ON CONFLICT(path) DO UPDATE SET session_id = excluded.session_id,"
+                    " state = excluded.state, updated_at = excluded.updated_at",
+                    (state.path, state.session_id, state.to_json(), time.time()),
+                )
+            if extra is not None:
+                extra(connection)
+
+        return append_events(self.connection, events, source_ids=source_ids, extra=record)
+
+    def close(self) -> None:
+        try:
+            self.connection.close()
+        finally:
+            os.close(self._lock)
+
+    def __enter__(self) -> ProjectWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def acquire_lock(path: Path, timeout: float) -> int:
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return descriptor
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(descriptor)
+                raise WriterBusy(f"another writer holds {path}") from None
+            time.sleep(0.05)

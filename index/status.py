@@ -1,0 +1,44 @@
+"""What ``lookback status`` shows of one project's index."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from index.layout import ProjectDir
+from index.store import open_reader, read_meta
+
+
+def project_status(project: ProjectDir) -> dict[str, Any]:
+    path = project.index_path()
+    if path is None:
+        return {"project": project.name, "state": "missing"}
+    connection = open_reader(path)
+    try:
+        sessions, last = connection.execute(
+            "SELECT count(*), max(updated_at) FROM sessions").fetchone()
+        entries = connection.execute("SELECT count(*) FROM entries").fetchone()[0]
+        by_type = dict(connection.execute(
+            "SELECT type, count(*) FROM entries GROUP BY type ORDER BY type").fetchall())
+        meta = dict(connection.execute("SELECT key, value FROM meta").fetchall())
+    finally:
+        connection.close()
+    size = sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal")
+               if os.path.exists(f"{path}{suffix}"))
+    return {
+        "project": project.name,
+        "cwd": meta.get("cwd"),
+        "namespace": meta.get("namespace") or "",
+        "generation": project.current_generation(),
+        "sessions": sessions,
+        "entries": entries,
+        "entries_by_type": by_type,
+        "events_applied": int(meta.get("applied_seq") or 0),
+        "last_indexed_at": last,
+        "index_bytes": size,
+        "schema_version": int(meta.get("schema_version") or 0),
+        "tokenizer_version": int(meta.get("tokenizer_version") or 0),
+    }
+
+
+__all__ = ["project_status", "read_meta"]

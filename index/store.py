@@ -1,0 +1,88 @@
+"""Opening index files: one writer connection per project, read-only readers.
+
+WAL lets readers read the last committed state while the single writer appends.
+Readers keep their transactions short so the WAL can be checkpointed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import apsw
+
+from index.schema import DDL, SCHEMA_VERSION, TOKENIZER_VERSION
+
+PAGE_SIZE = 8192
+BUSY_TIMEOUT_MS = 5000
+
+
+class IndexUnavailable(RuntimeError):
+    """An index file that cannot be opened or used."""
+
+
+class IncompatibleIndex(IndexUnavailable):
+    """The file's schema is newer than this code, or not an index at all."""
+
+
+def open_writer(path: Path, *, cwd: str | None = None, namespace: str = "") -> apsw.Connection:
+    """Open (creating if needed) an index file for writing, schema in place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = apsw.Connection(str(path))
+    connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+    connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+    connection.execute("PRAGMA foreign_keys=OFF")
+    _ensure_schema(connection, cwd, namespace)
+    return connection
+
+
+def open_reader(path: Path) -> apsw.Connection:
+    """Open an index file read-only (raises IndexUnavailable when it cannot)."""
+    try:
+        connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+        connection.execute("PRAGMA query_only=1")
+        version = read_meta(connection, "schema_version")
+    except apsw.Error as error:
+        raise IndexUnavailable(f"cannot open index: {error.__class__.__name__}") from None
+    if version is None or int(version) > SCHEMA_VERSION:
+        raise IncompatibleIndex(f"index schema {version} is not readable by this version")
+    return connection
+
+
+def read_meta(connection: apsw.Connection, key: str) -> str | None:
+    row = connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else row[0]
+
+
+def write_meta(connection: apsw.Connection, key: str, value: object) -> None:
+    connection.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, str(value)),
+    )
+
+
+def _ensure_schema(connection: apsw.Connection, cwd: str | None, namespace: str) -> None:
+    with connection:
+        connection.execute(DDL)
+        existing = read_meta(connection, "schema_version")
+        if existing is not None and int(existing) > SCHEMA_VERSION:
+            raise IncompatibleIndex(f"index schema {existing} is newer than this code")
+        if existing is None:
+            write_meta(connection, "schema_version", SCHEMA_VERSION)
+            write_meta(connection, "tokenizer_version", TOKENIZER_VERSION)
+            write_meta(connection, "created_at", time.time())
+            write_meta(connection, "applied_seq", 0)
+        if cwd is not None and read_meta(connection, "cwd") is None:
+            write_meta(connection, "cwd", cwd)
+            write_meta(connection, "namespace", namespace)
+
+
+def needs_rebuild(connection: apsw.Connection) -> bool:
+    """True when the file was written by an older schema or tokenizer."""
+    schema = int(read_meta(connection, "schema_version") or 0)
+    tokenizer = int(read_meta(connection, "tokenizer_version") or 0)
+    return schema < SCHEMA_VERSION or tokenizer < TOKENIZER_VERSION

@@ -1,0 +1,79 @@
+"""The session tree in SQL: a leaf's branch, and the entries in the model's context.
+
+``branch`` is Pi's ``SessionManager.getBranch()``: walk ``parent_id`` from the leaf to
+the root (root first). A missing parent ends the walk (orphans); a parent cycle ends
+it at the first repeat. ``context_ids`` is Pi's ``buildContextEntries()`` rule on that
+path: the latest compaction, the entries from its ``firstKeptEntryId`` up to it, and
+everything after it; the whole path when there is no compaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apsw
+
+_PATH_SQL = """
+WITH RECURSIVE path(rid, entry_id, parent_id, type, first_kept_id, depth) AS (
+    SELECT rowid, entry_id, parent_id, type, first_kept_id, 0
+      FROM entries WHERE session_id = :session AND entry_id = :leaf
+    UNION ALL
+    SELECT e.rowid, e.entry_id, e.parent_id, e.type, e.first_kept_id, path.depth + 1
+      FROM entries AS e JOIN path ON e.session_id = :session AND e.entry_id = path.parent_id
+     WHERE path.depth < :limit
+)
+SELECT rid, entry_id, type, first_kept_id FROM path ORDER BY depth DESC
+"""
+
+
+@dataclass(frozen=True)
+class PathEntry:
+    rowid: int
+    entry_id: str
+    type: str
+    first_kept_id: str | None
+
+
+def leaf_of(connection: apsw.Connection, session_id: str) -> str | None:
+    """The session's leaf: the last entry appended (or moved to by a leaf record)."""
+    row = connection.execute(
+        "SELECT leaf_id FROM sessions WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def branch(connection: apsw.Connection, session_id: str, leaf_id: str) -> list[PathEntry]:
+    """The path from the root to ``leaf_id`` (empty when the leaf is unknown)."""
+    limit = _entry_count(connection, session_id)
+    rows = connection.execute(_PATH_SQL, {"session": session_id, "leaf": leaf_id,
+                                          "limit": limit}).fetchall()
+    path: list[PathEntry] = []
+    seen: set[str] = set()
+    # Rows come root first; a cycle repeats ids from the leaf's side, so keep the
+    # walk from the leaf up to the first repeat.
+    for rid, entry_id, entry_type, first_kept in reversed(rows):
+        if entry_id in seen:
+            break
+        seen.add(entry_id)
+        path.append(PathEntry(rid, entry_id, entry_type, first_kept))
+    path.reverse()
+    return path
+
+
+def context_entries(path: list[PathEntry]) -> list[PathEntry]:
+    """The entries of ``path`` that Pi keeps in the model's context."""
+    latest = next((i for i in range(len(path) - 1, -1, -1)
+                   if path[i].type == "compaction"), None)
+    if latest is None:
+        return list(path)
+    compaction = path[latest]
+    kept = next((i for i in range(latest) if path[i].entry_id == compaction.first_kept_id),
+                latest)
+    return [compaction, *path[kept:latest], *path[latest + 1:]]
+
+
+def _entry_count(connection: apsw.Connection, session_id: str) -> int:
+    row = connection.execute(
+        "SELECT count(*) FROM entries WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return int(row[0]) + 1

@@ -1,0 +1,183 @@
+"""Apply events to an index: append them to the log and project them, atomically.
+
+``append_events`` is the one way anything is written. In one ``BEGIN IMMEDIATE``
+transaction it appends the events to the ``events`` log, applies each to the
+projections (sessions, entries, FTS) and advances the ``applied_seq`` cursor, plus
+whatever the caller's ``extra`` callback writes (a file's read offset, a Redis
+stream cursor). A failure rolls all of it back, so a retry starts clean.
+
+Applying is idempotent: an entry is keyed by (session id, entry id) and a repeated
+entry replaces the earlier one (Pi's "last write wins" for reused ids).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import apsw
+
+from index.schema import SCHEMA_VERSION
+from index.store import read_meta, write_meta
+from ingest.events import Event, EventError
+
+#: ~4 characters a token: a rough estimate, good enough for budgets.
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def append_events(connection: apsw.Connection, events: Iterable[Event], *,
+                  source_ids: Iterable[str | None] | None = None,
+                  extra: Callable[[apsw.Connection], None] | None = None) -> int:
+    """Append ``events`` to the log and apply them in one transaction.
+
+    ``source_ids`` (one per event, optional) are unique delivery ids: an event whose
+    source id is already in the log is skipped, so re-delivery adds nothing.
+    Returns the number of events applied.
+    """
+    events = list(events)
+    ids = list(source_ids) if source_ids is not None else [None] * len(events)
+    applied = 0
+    now = time.time()
+    with _immediate(connection):
+        seq = int(read_meta(connection, "applied_seq") or 0)
+        for event, source_id in zip(events, ids, strict=True):
+            if source_id is not None and _seen(connection, source_id):
+                continue
+            connection.execute(
+                "INSERT INTO events(kind, session_id, payload, source_id, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (event.kind, event.session_id, json.dumps(event.payload, ensure_ascii=False),
+                 source_id, now),
+            )
+            seq = connection.last_insert_rowid()
+            apply_event(connection, event, now)
+            applied += 1
+        write_meta(connection, "applied_seq", seq)
+        if extra is not None:
+            extra(connection)
+    return applied
+
+
+def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) -> None:
+    """Apply logged (kind, session_id, payload) rows to the projections only."""
+    now = time.time()
+    for kind, session_id, payload in rows:
+        apply_event(connection, Event(kind, session_id, "", json.loads(payload)), now)
+
+
+def apply_event(connection: apsw.Connection, event: Event, now: float) -> None:
+    """Project one event (inside the caller's transaction)."""
+    event.check()
+    handler = _HANDLERS.get(event.kind)
+    if handler is None:
+        raise EventError(f"unknown event kind {event.kind!r}")
+    handler(connection, event, now)
+
+
+def _apply_session(connection: apsw.Connection, event: Event, now: float) -> None:
+    p = event.payload
+    connection.execute(
+        "INSERT INTO sessions(session_id, file, cwd, version, started_at, parent_session,"
+        " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(session_id) DO UPDATE SET file = excluded.file, cwd = excluded.cwd,"
+        " version = excluded.version, started_at = excluded.started_at,"
+        " parent_session = excluded.parent_session, updated_at = excluded.updated_at",
+        (event.session_id, p.get("file"), p.get("cwd"), p.get("version"), p.get("started_at"),
+         p.get("parent_session"), now),
+    )
+
+
+def _apply_entry(connection: apsw.Connection, event: Event, now: float) -> None:
+    entry: dict[str, Any] = event.payload["entry"]
+    text = entry.get("text") or ""
+    values = (event.session_id, entry["id"], entry.get("parent_id"), int(entry["seq"]),
+              entry.get("type") or "unknown", entry.get("role"), entry.get("timestamp"),
+              entry.get("ts_ms"), text, estimate_tokens(text), 1 if entry.get("eligible") else 0,
+              entry.get("first_kept_id"))
+    old = connection.execute(
+        "SELECT rowid, text FROM entries WHERE session_id = ? AND entry_id = ?",
+        (event.session_id, entry["id"]),
+    ).fetchone()
+    if old is not None:
+        _fts_delete(connection, old[0], old[1])
+        connection.execute("DELETE FROM entries WHERE rowid = ?", (old[0],))
+    connection.execute(
+        "INSERT INTO entries(session_id, entry_id, parent_id, seq, type, role, timestamp,"
+        " ts_ms, text, tokens, eligible, first_kept_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        values,
+    )
+    rowid = connection.last_insert_rowid()
+    if text:
+        connection.execute("INSERT INTO entries_fts(rowid, text) VALUES (?, ?)", (rowid, text))
+    _touch_session(connection, event.session_id, now, leaf_id=entry["id"],
+                   added=0 if old is not None else 1)
+
+
+def _apply_reset(connection: apsw.Connection, event: Event, now: float) -> None:
+    connection.execute(
+        "INSERT INTO entries_fts(entries_fts, rowid, text) "
+        "SELECT 'delete', rowid, text FROM entries WHERE session_id = ? AND text != ''",
+        (event.session_id,),
+    )
+    connection.execute("DELETE FROM entries WHERE session_id = ?", (event.session_id,))
+    connection.execute(
+        "UPDATE sessions SET entry_count = 0, leaf_id = NULL, updated_at = ? WHERE session_id = ?",
+        (now, event.session_id),
+    )
+
+
+def _apply_leaf(connection: apsw.Connection, event: Event, now: float) -> None:
+    _touch_session(connection, event.session_id, now, leaf_id=event.payload["target_id"], added=0)
+
+
+def _touch_session(connection: apsw.Connection, session_id: str, now: float, *,
+                   leaf_id: str, added: int) -> None:
+    connection.execute(
+        "INSERT INTO sessions(session_id, leaf_id, entry_count, updated_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(session_id) DO UPDATE SET leaf_id = excluded.leaf_id,"
+        " entry_count = entry_count + ?, updated_at = excluded.updated_at",
+        (session_id, leaf_id, added, now, added),
+    )
+
+
+def _fts_delete(connection: apsw.Connection, rowid: int, text: str) -> None:
+    if text:
+        connection.execute(
+            "INSERT INTO entries_fts(entries_fts, rowid, text) VALUES ('delete', ?, ?)",
+            (rowid, text),
+        )
+
+
+def _seen(connection: apsw.Connection, source_id: str) -> bool:
+    row = connection.execute("SELECT 1 FROM events WHERE source_id = ?", (source_id,)).fetchone()
+    return row is not None
+
+
+class _immediate:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (or ``ROLLBACK`` on error): take the write lock first."""
+
+    def __init__(self, connection: apsw.Connection) -> None:
+        self.connection = connection
+
+    def __enter__(self) -> apsw.Connection:
+        self.connection.execute("BEGIN IMMEDIATE")
+        return self.connection
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        self.connection.execute("ROLLBACK" if kind is not None else "COMMIT")
+
+
+_HANDLERS: dict[str, Callable[[apsw.Connection, Event, float], None]] = {
+    "session": _apply_session,
+    "entry": _apply_entry,
+    "reset": _apply_reset,
+    "leaf": _apply_leaf,
+}
+
+__all__ = ["SCHEMA_VERSION", "append_events", "apply_event", "estimate_tokens", "replay"]

@@ -1,0 +1,65 @@
+"""Events: the facts ingest hands to a sink, and the unit the index log stores.
+
+An event is small and self-contained: replaying the same events in the same order
+always yields the same index, so events can travel through Redis, be re-delivered,
+and rebuild an index without the original session files.
+
+Kinds
+-----
+``session``  a session header was read: ``{file, cwd, version, started_at, parent_session}``
+``entry``    an entry was appended: ``{entry: <normalized entry, see ingest.entries>}``
+``reset``    the session file was rewritten or truncated: forget the session's entries
+             (the ``entry`` events that follow re-add them)
+``leaf``     an id-less cursor record moved the session's leaf: ``{target_id}``
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENT_KINDS = ("session", "entry", "reset", "leaf")
+
+
+class EventError(ValueError):
+    """An event that cannot be decoded or applied, whatever the retry."""
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str
+    session_id: str
+    cwd: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"kind": self.kind, "session_id": self.session_id, "cwd": self.cwd,
+             "payload": self.payload},
+            ensure_ascii=False, separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Event:
+        try:
+            data = json.loads(text)
+            event = cls(kind=data["kind"], session_id=data["session_id"], cwd=data["cwd"],
+                        payload=data.get("payload") or {})
+        except (ValueError, KeyError, TypeError) as error:
+            raise EventError(f"undecodable event: {error.__class__.__name__}") from None
+        event.check()
+        return event
+
+    def check(self) -> None:
+        """Raise EventError when the event could never be applied."""
+        if self.kind not in EVENT_KINDS:
+            raise EventError(f"unknown event kind {self.kind!r}")
+        if not isinstance(self.session_id, str) or not self.session_id:
+            raise EventError("event without a session id")
+        if not isinstance(self.payload, dict):
+            raise EventError("event payload is not an object")
+        if self.kind == "entry":
+            entry = self.payload.get("entry")
+            if not isinstance(entry, dict) or not entry.get("id") or "seq" not in entry:
+                raise EventError("entry event without an entry id and position")

@@ -1,0 +1,271 @@
+"""Read a Pi session file incrementally and turn its new lines into events.
+
+Pi appends one JSON object per line. A re-run reads only the complete lines added
+since the remembered ``FileState``; a file that shrank or whose already-read prefix
+changed (Pi rewrites v1/v2 files in place when it opens them) is a rewrite, and the
+whole session is re-read behind a ``reset`` event instead of being duplicated.
+
+Lines are read with a size limit, so a 50 MB line costs a skip, not 50 MB of memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, BinaryIO
+
+from ingest.entries import normalize_entry
+from ingest.events import Event
+
+#: Lines longer than this are skipped (and counted); Pi never writes one in practice.
+DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
+
+#: Events handed to the sink per batch; the file state advances with each batch.
+DEFAULT_BATCH_EVENTS = 2000
+
+
+class NotASession(ValueError):
+    """The file's first JSON object is not a Pi session header."""
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What has been read of one session file; stored by the sink with the events."""
+
+    path: str
+    session_id: str
+    cwd: str
+    version: int
+    size: int = 0
+    offset: int = 0
+    header_len: int = 0
+    header_hash: str = ""
+    last_line_start: int = 0
+    last_line_hash: str = ""
+    positions: int = 1  # parsed objects so far, header included (v1 ids count them)
+    last_entry_id: str | None = None  # v1 entries chain to the previous one
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> FileState:
+        return cls(**json.loads(text))
+
+
+@dataclass
+class ReadStats:
+    lines: int = 0
+    entries: int = 0
+    malformed: int = 0
+    oversized: int = 0
+    extra_headers: int = 0
+    cursor_records: int = 0
+    rewrites: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, other: ReadStats) -> None:
+        for name in ("lines", "entries", "malformed", "oversized", "extra_headers",
+                     "cursor_records", "rewrites"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.warnings.extend(other.warnings)
+
+
+@dataclass
+class Batch:
+    """Events from consecutive complete lines, and the file state after them."""
+
+    events: list[Event]
+    state: FileState
+
+
+def read_session(path: str, state: FileState | None = None, *,
+                 stats: ReadStats | None = None,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 batch_events: int = DEFAULT_BATCH_EVENTS) -> Iterator[Batch]:
+    """Yield batches of events for what ``path`` holds beyond ``state``.
+
+    Raises NotASession when the file does not start with a session header, and
+    OSError when it cannot be read.
+    """
+    stats = stats if stats is not None else ReadStats()
+    path = os.path.abspath(path)
+    size = os.stat(path).st_size
+    with open(path, "rb") as handle:
+        pending: list[Event] = []
+        if state is not None and not _prefix_unchanged(handle, state, size):
+            stats.rewrites += 1
+            pending.append(Event("reset", state.session_id, state.cwd, {"reason": "rewritten"}))
+            state = None
+        if state is not None and size == state.offset:
+            return
+        if state is None:
+            state, header = _read_header(handle, path, max_line_bytes, stats)
+            pending.append(Event("session", state.session_id, state.cwd, header))
+        else:
+            handle.seek(state.offset)
+        yield from _read_body(handle, state, pending, stats, max_line_bytes, batch_events)
+
+
+def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: ReadStats,
+               max_line_bytes: int, batch_events: int) -> Iterator[Batch]:
+    for start, end, line in _complete_lines(handle, state.offset, max_line_bytes, stats):
+        stats.lines += 1
+        state = replace(state, offset=end, size=max(state.size, end))
+        if line is None:  # oversized: Pi wrote an entry there, so it takes a position
+            state = replace(state, positions=state.positions + 1)
+            continue
+        state = replace(state, last_line_start=start, last_line_hash=_digest(line))
+        obj = _parse(line)
+        if obj is None:
+            if line.strip():
+                stats.malformed += 1
+            continue
+        event, state = _event_for(obj, state, stats)
+        if event is not None:
+            pending.append(event)
+        if len(pending) >= batch_events:
+            yield Batch(pending, state)
+            pending = []
+    if pending or state.offset:
+        yield Batch(pending, state)
+
+
+def _event_for(obj: dict[str, Any], state: FileState,
+               stats: ReadStats) -> tuple[Event | None, FileState]:
+    position = state.positions
+    state = replace(state, positions=position + 1)
+    entry_type = obj.get("type")
+    if entry_type == "session":
+        stats.extra_headers += 1  # Pi reads only line 1 as the header
+        return None, state
+    if entry_type == "leaf" and "id" not in obj:
+        stats.cursor_records += 1
+        target = obj.get("targetId")
+        if not isinstance(target, str):
+            return None, state
+        return Event("leaf", state.session_id, state.cwd, {"target_id": target}), state
+    if state.version <= 1:
+        entry_id, parent_id = f"v1:{position}", state.last_entry_id
+        obj = _v1_links(obj)
+    else:
+        entry_id, parent_id = obj.get("id"), obj.get("parentId")
+        if not isinstance(entry_id, str) or not entry_id:
+            stats.malformed += 1
+            return None, state
+        parent_id = parent_id if isinstance(parent_id, str) and parent_id else None
+    stats.entries += 1
+    entry = normalize_entry(obj, entry_id=entry_id, parent_id=parent_id, seq=position)
+    state = replace(state, last_entry_id=entry_id)
+    return Event("entry", state.session_id, state.cwd, {"entry": entry}), state
+
+
+def _v1_links(obj: dict[str, Any]) -> dict[str, Any]:
+    """Map a v1 compaction's ``firstKeptEntryIndex`` to the id that entry gets."""
+    index = obj.get("firstKeptEntryIndex")
+    if obj.get("type") == "compaction" and isinstance(index, int):
+        return {**obj, "firstKeptEntryId": f"v1:{index}"}
+    return obj
+
+
+def _read_header(handle: BinaryIO, path: str, max_line_bytes: int,
+                 stats: ReadStats) -> tuple[FileState, dict[str, Any]]:
+    for start, end, line in _complete_lines(handle, 0, max_line_bytes, stats):
+        if line is None:
+            break
+        obj = _parse(line)
+        if obj is None:
+            if line.strip():
+                stats.malformed += 1
+            continue
+        if obj.get("type") != "session" or not isinstance(obj.get("id"), str) or not obj["id"]:
+            break
+        version = obj.get("version")
+        state = FileState(
+            path=path, session_id=obj["id"], cwd=_str(obj.get("cwd")),
+            version=version if isinstance(version, int) else 1,
+            size=end, offset=end, header_len=end, header_hash=_digest(_prefix(handle, end)),
+            last_line_start=start, last_line_hash=_digest(line),
+        )
+        header = {"file": path, "cwd": state.cwd, "version": state.version,
+                  "started_at": _str(obj.get("timestamp")) or None,
+                  "parent_session": _str(obj.get("parentSession")) or None}
+        return state, header
+    raise NotASession(f"{path}: not a Pi session file (no session header)")
+
+
+def _prefix(handle: BinaryIO, length: int) -> bytes:
+    position = handle.tell()
+    handle.seek(0)
+    data = handle.read(length)
+    handle.seek(position)
+    return data
+
+
+def _prefix_unchanged(handle: BinaryIO, state: FileState, size: int) -> bool:
+    if size < state.offset:
+        return False
+    if _digest(_prefix(handle, state.header_len)) != state.header_hash:
+        return False
+    handle.seek(state.last_line_start)
+    last = handle.read(state.offset - state.last_line_start)
+    return _digest(last) == state.last_line_hash
+
+
+def _complete_lines(handle: BinaryIO, offset: int, max_line_bytes: int,
+                    stats: ReadStats) -> Iterator[tuple[int, int, bytes | None]]:
+    """Yield (start, end, line bytes) for every complete line from ``offset``.
+
+    An unterminated last line is left for a later run. A line over the limit is
+    skipped in chunks, counted, and yielded with ``None`` in place of its bytes.
+    """
+    handle.seek(offset)
+    position = offset
+    while True:
+        line = handle.readline(max_line_bytes + 1)
+        if not line:
+            return
+        if line.endswith(b"\n"):
+            yield position, position + len(line), line
+            position += len(line)
+            continue
+        if len(line) <= max_line_bytes:
+            return  # unterminated last line: wait until Pi finishes writing it
+        rest, complete = _skip_to_newline(handle)
+        if not complete:
+            return
+        length = len(line) + rest
+        stats.oversized += 1
+        stats.warnings.append(f"skipped a line of {length:,} bytes at offset {position:,}")
+        yield position, position + length, None
+        position += length
+
+
+def _skip_to_newline(handle: BinaryIO) -> tuple[int, bool]:
+    skipped = 0
+    while True:
+        chunk = handle.readline(1 << 20)
+        skipped += len(chunk)
+        if not chunk:
+            return skipped, False
+        if chunk.endswith(b"\n"):
+            return skipped, True
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""

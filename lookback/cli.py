@@ -1,0 +1,65 @@
+"""The ``lookback`` command: a thin shell that parses flags and calls the stages.
+
+Each subcommand lives in its own module under ``lookback.commands`` with a
+``register(subparsers)`` function; adding a command is adding a module to
+``COMMANDS`` below. Exit codes: 0 done, 1 the job failed, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from lookback.errors import UserError, describe
+
+COMMANDS = ("index", "status", "reindex", "retrieve", "search", "serve", "watch", "worker",
+            "context")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lookback",
+        description="Index Pi coding-agent sessions and give back what compaction took "
+                    "away: quoted evidence from earlier turns of the current branch.",
+    )
+    parser.add_argument("--home", help="data directory (default: $LOOKBACK_HOME or the "
+                        "platform data dir)")
+    parser.add_argument("--config", help="settings file (default: $LOOKBACK_CONFIG or "
+                        "<home>/config.toml)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"lookback.commands.{name}")
+        except ModuleNotFoundError as error:
+            if error.name != f"lookback.commands.{name}":
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        print("lookback: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # one clear line for anything a user can cause
+        message, code = describe(error)
+        if message is None:
+            raise
+        print(f"lookback: error: {message}", file=sys.stderr)
+        return code
+
+
+__all__ = ["UserError", "build_parser", "main"]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""``lookback index [PATH ...]``: read Pi session files into the project indexes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from index.sink import EmbeddedSink
+from ingest.pipeline import IngestReport, ingest_files
+from ingest.scan import default_sessions_dir, session_files
+from lookback.commands.common import load, progress_printer
+from lookback.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "index", help="index Pi session files (default: Pi's sessions folder)",
+        description="Read new lines of Pi session files into one index per project. "
+                    "Re-running reads only what was appended; rewritten files replace "
+                    "their session.")
+    parser.add_argument("paths", nargs="*", type=Path,
+                        help="session files or folders (default: ~/.pi/agent/sessions)")
+    parser.add_argument("--queue", action="store_true",
+                        help="service mode: publish the events to Redis for the workers")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load(args)
+    paths = args.paths or [Path(p) for p in settings.values.get("sessions_dirs") or []] \
+        or [default_sessions_dir()]
+    files = list(session_files(paths))
+    if not files:
+        raise UserError(f"no session files (*.jsonl) under {', '.join(map(str, paths))}", 1)
+    started = time.monotonic()
+    if args.queue:
+        from lookback.service import queue_sink  # imports Redis only in service mode
+
+        sink = queue_sink(settings)
+    else:
+        sink = EmbeddedSink(settings.home, namespace=settings.namespace)
+    with sink:
+        report = ingest_files(files, sink, on_file=progress_printer(len(files)),
+                              strict=bool(args.paths))
+    _summary(report, time.monotonic() - started, args.json)
+    return 1 if report.errors and not report.sessions else 0
+
+
+def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
+    read = report.read
+    summary = {
+        "files": report.files, "projects": len(report.projects),
+        "sessions": len(report.sessions), "entries_added": read.entries,
+        "events": report.events, "malformed_lines_skipped": read.malformed,
+        "oversized_lines_skipped": read.oversized, "rewritten_files": read.rewrites,
+        "not_sessions": len(report.not_sessions), "errors": report.errors,
+        "seconds": round(seconds, 3),
+    }
+    if as_json:
+        import json
+
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"indexed {summary['entries_added']:,} new entries from {report.files} files: "
+              f"{summary['projects']} projects, {summary['sessions']} sessions, "
+              f"{read.malformed} malformed and {read.oversized} oversized lines skipped, "
+              f"{read.rewrites} rewritten files, in {seconds:.2f}s")
+        if report.not_sessions:
+            print(f"skipped {len(report.not_sessions)} files that are not Pi sessions")
+    for warning in read.warnings[:20]:
+        print(f"lookback: warning: {warning}", file=sys.stderr)
+    for error in report.errors:
+        print(f"lookback: error: {error}", file=sys.stderr)

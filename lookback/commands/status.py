@@ -1,0 +1,56 @@
+"""``lookback status``: what each project's index holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from index.layout import find_project, list_projects
+from index.status import project_status
+from lookback.commands.common import load
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("status", help="show each project's index")
+    parser.add_argument("--project", help="only this project (folder name or cwd)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(handler=run)
+
+
+def collect(args: argparse.Namespace) -> dict[str, Any]:
+    settings = load(args)
+    projects = ([find_project(settings.home, args.project, settings.namespace)]
+                if args.project else list_projects(settings.home))
+    report: dict[str, Any] = {"home": str(settings.home),
+                              "mode": "service" if settings.service_mode else "embedded",
+                              "projects": [project_status(p) for p in projects]}
+    if settings.service_mode:
+        from lookback.service import service_status  # Redis only in service mode
+
+        service_status(settings, report)
+    return report
+
+
+def run(args: argparse.Namespace) -> int:
+    report = collect(args)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"data directory: {report['home']} ({report['mode']} mode)")
+    if not report["projects"]:
+        print("no projects indexed yet: run `lookback index`")
+    for project in report["projects"]:
+        print(f"\n{project['project']}  ({project.get('cwd')})")
+        for key in ("sessions", "entries", "events_applied", "last_indexed_at",
+                    "index_bytes", "schema_version", "generation"):
+            value = project.get(key)
+            if key == "last_indexed_at" and value:
+                import datetime
+
+                value = datetime.datetime.fromtimestamp(float(value)).isoformat(timespec="seconds")
+            print(f"  {key.replace('_', ' '):<18} {value}")
+        for key, value in project.items():
+            if key.startswith("service_"):
+                print(f"  {key[8:].replace('_', ' '):<18} {value}")
+    return 0
