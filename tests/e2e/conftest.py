@@ -1,0 +1,81 @@
+"""Fixtures for the end-to-end tests that drive the real Pi CLI (marker `e2e`).
+
+Every test in this folder is marked `e2e`; deselect them with `-m "not e2e"`. The pinned Pi CLI
+is installed with npm on first use (see `harness.install_pi`); if that fails the tests fail with
+npm's message rather than being skipped, so a broken setup is never mistaken for a pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .harness import (
+    FakeModelServer,
+    PiInstallError,
+    PiRun,
+    PiRunner,
+    install_pi,
+    prepare_session,
+    write_agent_dir,
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: runs the real Pi CLI (needs Node.js and npm)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def pi_bin() -> Path:
+    """The pinned `pi` binary, installed into the cache folder on first use."""
+    try:
+        return install_pi()
+    except PiInstallError as error:
+        pytest.fail(f"cannot install the Pi CLI for the e2e tests: {error}", pytrace=False)
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pi_runner(pi_bin: Path, fake_model: FakeModelServer, tmp_path: Path) -> PiRunner:
+    """Pi with the Lookback extension, an isolated agent dir, and the fake model."""
+    return PiRunner(
+        pi=pi_bin, model=fake_model, agent_dir=write_agent_dir(tmp_path / "agent", fake_model.port)
+    )
+
+
+@pytest.fixture
+def run_pi(pi_runner: PiRunner) -> Callable[..., PiRun]:
+    """`run_pi(session_file, prompt, env=None)` -> (returncode, stdout, stderr, requests).
+
+    `requests` are the model request bodies Pi sent during that run."""
+    return pi_runner.run
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    """The session's working directory (Pi runs there; it must exist)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    return project
+
+
+@pytest.fixture
+def session_file(tmp_path: Path, project_dir: Path) -> Path:
+    """A fresh copy of the compacted v3 session fixture, its cwd set to `project_dir`."""
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    return prepare_session(sessions, project_dir)
