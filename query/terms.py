@@ -139,10 +139,13 @@ _QUOTED = regex.compile(
     r"|(?<![\w'])'([^'\n]+)'(?![\w'])"
 )
 
+_QUOTED_PATH = regex.compile(r"(?:~|\.{1,2})?/[^\n]*/[^\n]*|[A-Za-z]:[\\/][^\n]*")
 _URL = regex.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]{1,15}://[^\s<>\"'`]+")
 _WINDOWS_PATH = regex.compile(r"(?<![\w\\])[A-Za-z]:[\\/][^\s\"'<>|*?`]*")
 _WINDOWS_RELATIVE_PATH = regex.compile(r"(?<![\w\\])(?:\.{1,2}\\|[\w.-]+\\)(?:[\w.-]+\\)*[\w.-]+")
-_UNIX_PATH = regex.compile(r"(?<![\w/.~@+-])@?(?:~|\.{1,2})?/?[\w@+.-]+(?:/[\w@+.-]+)+/?")
+_UNIX_PATH = regex.compile(
+    r"(?<![\w/.~@+-])@?(?:~|\.{1,2})?/?[\w@+.-]+(?:(?:/[\w@+.-]+)+/?|/(?![\w/]))"
+)
 _ROOTED_WORD = regex.compile(r"(?<![\w/.~:-])[~]?/[A-Za-z][\w.-]*")
 _ROOT_DIRS = frozenset(
     (
@@ -339,6 +342,8 @@ def _quoted(match: regex.Match[str]) -> list[tuple[str, str]] | None:
         kind = _classify_code_token(content)
         if kind:
             return [(content, kind)]
+    elif _QUOTED_PATH.fullmatch(content) and _looks_like_path(content):
+        return [(content, PATH)]  # '/var/folders/…/Screenshot 2025-11-21 at 01.27.21.png'
     return [(content, PHRASE)]
 
 
@@ -353,6 +358,8 @@ def _path(match: regex.Match[str]) -> list[tuple[str, str]] | None:
     path = _clean_path(match.group())
     if not _looks_like_path(path):
         return None
+    if path.count("/") == 1 and path.endswith("/") and is_stopword(path[:-1]):
+        return None  # "and/ or"
     return [(path, PATH)]
 
 

@@ -1,0 +1,126 @@
+"""Match verification (spec steps 7–8): which terms a stored entry's text really contains."""
+
+from __future__ import annotations
+
+from query.matching import Match, TermMatcher, find_keyword, find_literal, matched_terms
+from query.normalize import FoldedText
+from query.terms import ERROR, IDENTIFIER, KEYWORD, PATH, PHRASE, Term, extract_terms
+
+# An assistant reply in the style of the fixtures (before-compaction.jsonl).
+ENTRY = (
+    "I moved `parse_config_v2` into src/utils/config.ts. The old parse_config() stays for "
+    "the CLI. Error: ENOENT: no such file or directory, open 'package.json'. "
+    "La configurazione è in Perché.md"
+)
+
+
+def test_literal_is_case_sensitive():
+    assert find_literal(ENTRY, "ENOENT") == ENTRY.index("ENOENT")
+    assert find_literal(ENTRY, "enoent") is None
+
+
+def test_literal_is_not_found_glued_inside_a_longer_identifier():
+    assert find_literal("parse_config_v2 only", "parse_config") is None
+    assert find_literal("myparse_config", "parse_config") is None
+    # the first free-standing occurrence wins
+    assert find_literal(ENTRY, "parse_config") == ENTRY.index("parse_config()")
+
+
+def test_literal_with_punctuation_at_its_ends():
+    assert find_literal(ENTRY, "src/utils/config.ts") == ENTRY.index("src/utils/config.ts")
+    assert find_literal("use --dry-run now", "--dry-run") == 4
+    assert find_literal("foo.pyc", "foo.py") is None
+
+
+def test_keyword_ignores_case_and_accents_on_word_boundaries():
+    assert find_keyword(ENTRY, "CONFIGURAZIONE") == ENTRY.index("configurazione")
+    assert find_keyword(ENTRY, "perche") == ENTRY.index("Perché")
+    assert find_keyword("Il PERCHÉ della cosa", "perché") == 3
+
+
+def test_keyword_prefix_inside_a_longer_word_does_not_count():
+    assert find_keyword("the configuration file", "config") is None
+    assert find_keyword("config_v2", "config") is None
+    assert find_keyword("reconfig", "config") is None
+    assert find_keyword("see Config.", "config") == 4
+
+
+def test_keyword_position_maps_back_to_the_original_text():
+    text = "Straße ﬁle über 配置 and then timeout"
+    assert find_keyword(text, "timeout") == text.index("timeout")
+    assert find_keyword(text, "file") == text.index("ﬁle")
+    assert find_keyword(text, "配置") == text.index("配置")
+    assert find_keyword(text, "strasse") == 0
+
+
+def test_folded_text_maps_positions_after_expanding_characters():
+    folded = FoldedText("ßx é")
+    assert folded.folded == "ssx e"
+    assert folded.original_position(folded.folded.index("x")) == 1
+    assert folded.original_position(folded.folded.index("e")) == 3
+
+
+def test_matcher_reports_literal_and_folded_matches_in_query_order():
+    terms = extract_terms('`parse_config` fails with ENOENT in config.ts: "No such file"')
+    matches = TermMatcher(terms).match(ENTRY)
+    assert [(m.term.text, m.literal) for m in matches] == [
+        ("parse_config", True),
+        ("config.ts", True),  # inside src/utils/config.ts: "/" is not glue
+        ("ENOENT", True),
+        ("No such file", False),  # written "no such file": an FTS match, not exact
+    ]
+
+
+def test_a_literal_found_only_case_insensitively_is_not_exact():
+    matcher = TermMatcher([Term("AgentSession", IDENTIFIER)])
+    assert matcher.match("the agentsession class") == [
+        Match(Term("AgentSession", IDENTIFIER), 4, False)
+    ]
+    assert matcher.match("the AgentSession class") == [
+        Match(Term("AgentSession", IDENTIFIER), 4, True)
+    ]
+
+
+def test_phrase_words_must_be_adjacent():
+    matcher = TermMatcher([Term("connection refused", PHRASE)])
+    assert matcher.match("connect ECONNREFUSED: Connection\nrefused by peer")[0].position == 22
+    assert matcher.match("connection was refused") == []
+
+
+def test_unmatched_terms_are_absent():
+    terms = [Term("SQLITE_BUSY", ERROR), Term("schermate", KEYWORD), Term("src/x.py", PATH)]
+    assert matched_terms("nothing relevant here", terms) == []
+
+
+def test_matched_terms_gives_term_and_position():
+    terms = extract_terms("perché il timeout di redis?")
+    text = "Il Timeout di Redis è 5s"
+    assert [(t.text, pos) for t, pos in matched_terms(text, terms)] == [
+        ("redis", text.index("Redis")),
+        ("timeout", text.index("Timeout")),
+    ]
+
+
+def test_first_position_is_the_earliest_match():
+    matcher = TermMatcher(extract_terms("ENOENT and parse_config"))
+    assert matcher.first_position(ENTRY) == ENTRY.index("parse_config()")
+    assert matcher.first_position("unrelated") is None
+
+
+def test_matcher_on_a_megabyte_text():
+    filler = "Lorem ipsum è dolor configuration parse_config_v2 " * 20_000  # ~1 MB
+    text = filler + "finally parse_config and Timeout"
+    matcher = TermMatcher(extract_terms("`parse_config` timeout config"))
+    found = {m.term.text: m.position for m in matcher.match(text)}
+    assert found == {
+        "parse_config": text.index("parse_config and"),
+        "timeout": text.index("Timeout"),
+    }
+
+
+def test_hostile_texts_and_terms_do_not_raise():
+    matcher = TermMatcher(extract_terms('name" OR secret* NEAR( ^ `x` 🔥'))
+    for text in ["", "\x00\x01", "🔥" * 1000, '"' * 1000, "\ud800"]:
+        matcher.match(text)
+    assert find_keyword("abc", "") is None
+    assert find_literal("abc", "") is None
