@@ -46,6 +46,7 @@ def append_events(connection: apsw.Connection, events: Iterable[Event], *,
     now = time.time()
     with _immediate(connection):
         seq = int(read_meta(connection, "applied_seq") or 0)
+        touched: dict[str, list] = {}
         for event, source_id in zip(events, ids, strict=True):
             if source_id is not None and _seen(connection, source_id):
                 continue
@@ -56,8 +57,9 @@ def append_events(connection: apsw.Connection, events: Iterable[Event], *,
                  source_id, now),
             )
             seq = connection.last_insert_rowid()
-            apply_event(connection, event, now)
+            apply_event(connection, event, now, touched)
             applied += 1
+        _flush_sessions(connection, touched, now)
         write_meta(connection, "applied_seq", seq)
         if extra is not None:
             extra(connection)
@@ -67,20 +69,34 @@ def append_events(connection: apsw.Connection, events: Iterable[Event], *,
 def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) -> None:
     """Apply logged (kind, session_id, payload) rows to the projections only."""
     now = time.time()
+    touched: dict[str, list] = {}
     for kind, session_id, payload in rows:
-        apply_event(connection, Event(kind, session_id, "", json.loads(payload)), now)
+        apply_event(connection, Event(kind, session_id, "", json.loads(payload)), now, touched)
+    _flush_sessions(connection, touched, now)
 
 
-def apply_event(connection: apsw.Connection, event: Event, now: float) -> None:
-    """Project one event (inside the caller's transaction)."""
+#: Per session touched by a batch: [leaf id, entries added]; written once per batch.
+Touched = dict[str, list]
+
+
+def apply_event(connection: apsw.Connection, event: Event, now: float,
+                touched: Touched) -> None:
+    """Project one event (inside the caller's transaction).
+
+    Session leaf and entry counts collect in ``touched``; the caller writes them
+    with ``_flush_sessions`` before committing.
+    """
     event.check()
     handler = _HANDLERS.get(event.kind)
     if handler is None:
         raise EventError(f"unknown event kind {event.kind!r}")
-    handler(connection, event, now)
+    if event.kind in ("session", "reset"):
+        _flush_sessions(connection, touched, now)  # keep their order with entries
+    handler(connection, event, now, touched)
 
 
-def _apply_session(connection: apsw.Connection, event: Event, now: float) -> None:
+def _apply_session(connection: apsw.Connection, event: Event, now: float,
+                   touched: Touched) -> None:
     p = event.payload
     connection.execute(
         "INSERT INTO sessions(session_id, file, cwd, version, started_at, parent_session,"
@@ -93,33 +109,39 @@ def _apply_session(connection: apsw.Connection, event: Event, now: float) -> Non
     )
 
 
-def _apply_entry(connection: apsw.Connection, event: Event, now: float) -> None:
+def _apply_entry(connection: apsw.Connection, event: Event, now: float,
+                 touched: Touched) -> None:
     entry: dict[str, Any] = event.payload["entry"]
     text = entry.get("text") or ""
     values = (event.session_id, entry["id"], entry.get("parent_id"), int(entry["seq"]),
               entry.get("type") or "unknown", entry.get("role"), entry.get("timestamp"),
               entry.get("ts_ms"), text, estimate_tokens(text), 1 if entry.get("eligible") else 0,
               entry.get("first_kept_id"))
-    old = connection.execute(
-        "SELECT rowid, text FROM entries WHERE session_id = ? AND entry_id = ?",
-        (event.session_id, entry["id"]),
-    ).fetchone()
-    if old is not None:
-        _fts_delete(connection, old[0], old[1])
-        connection.execute("DELETE FROM entries WHERE rowid = ?", (old[0],))
-    connection.execute(
-        "INSERT INTO entries(session_id, entry_id, parent_id, seq, type, role, timestamp,"
-        " ts_ms, text, tokens, eligible, first_kept_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        values,
-    )
+    connection.execute(_INSERT_ENTRY + " ON CONFLICT(session_id, entry_id) DO NOTHING", values)
+    added = connection.changes()
+    if not added:  # a reused id: last write wins
+        old_rowid, old_text = connection.execute(
+            "SELECT rowid, text FROM entries WHERE session_id = ? AND entry_id = ?",
+            (event.session_id, entry["id"]),
+        ).fetchone()
+        _fts_delete(connection, old_rowid, old_text)
+        connection.execute("DELETE FROM entries WHERE rowid = ?", (old_rowid,))
+        connection.execute(_INSERT_ENTRY, values)
     rowid = connection.last_insert_rowid()
     if text:
         connection.execute("INSERT INTO entries_fts(rowid, text) VALUES (?, ?)", (rowid, text))
-    _touch_session(connection, event.session_id, now, leaf_id=entry["id"],
-                   added=0 if old is not None else 1)
+    mark = touched.setdefault(event.session_id, [None, 0])
+    mark[0], mark[1] = entry["id"], mark[1] + added
 
 
-def _apply_reset(connection: apsw.Connection, event: Event, now: float) -> None:
+_INSERT_ENTRY = (
+    "INSERT INTO entries(session_id, entry_id, parent_id, seq, type, role, timestamp,"
+    " ts_ms, text, tokens, eligible, first_kept_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def _apply_reset(connection: apsw.Connection, event: Event, now: float,
+                 touched: Touched) -> None:
     connection.execute(
         "INSERT INTO entries_fts(entries_fts, rowid, text) "
         "SELECT 'delete', rowid, text FROM entries WHERE session_id = ? AND text != ''",
@@ -132,18 +154,22 @@ def _apply_reset(connection: apsw.Connection, event: Event, now: float) -> None:
     )
 
 
-def _apply_leaf(connection: apsw.Connection, event: Event, now: float) -> None:
-    _touch_session(connection, event.session_id, now, leaf_id=event.payload["target_id"], added=0)
+def _apply_leaf(connection: apsw.Connection, event: Event, now: float,
+                touched: Touched) -> None:
+    mark = touched.setdefault(event.session_id, [None, 0])
+    mark[0] = event.payload["target_id"]
 
 
-def _touch_session(connection: apsw.Connection, session_id: str, now: float, *,
-                   leaf_id: str, added: int) -> None:
-    connection.execute(
-        "INSERT INTO sessions(session_id, leaf_id, entry_count, updated_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT(session_id) DO UPDATE SET leaf_id = excluded.leaf_id,"
-        " entry_count = entry_count + ?, updated_at = excluded.updated_at",
-        (session_id, leaf_id, added, now, added),
-    )
+def _flush_sessions(connection: apsw.Connection, touched: Touched, now: float) -> None:
+    for session_id, (leaf_id, added) in touched.items():
+        connection.execute(
+            "INSERT INTO sessions(session_id, leaf_id, entry_count, updated_at)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
+            " leaf_id = excluded.leaf_id, entry_count = entry_count + ?,"
+            " updated_at = excluded.updated_at",
+            (session_id, leaf_id, added, now, added),
+        )
+    touched.clear()
 
 
 def _fts_delete(connection: apsw.Connection, rowid: int, text: str) -> None:
@@ -170,10 +196,13 @@ class _immediate:
         return self.connection
 
     def __exit__(self, kind: object, error: object, traceback: object) -> None:
-        self.connection.execute("ROLLBACK" if kind is not None else "COMMIT")
+        if kind is None:
+            self.connection.execute("COMMIT")
+        elif self.connection.in_transaction:  # SQLITE_FULL may have rolled back already
+            self.connection.execute("ROLLBACK")
 
 
-_HANDLERS: dict[str, Callable[[apsw.Connection, Event, float], None]] = {
+_HANDLERS: dict[str, Callable[[apsw.Connection, Event, float, Touched], None]] = {
     "session": _apply_session,
     "entry": _apply_entry,
     "reset": _apply_reset,

@@ -112,55 +112,76 @@ def read_session(path: str, state: FileState | None = None, *,
 
 def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: ReadStats,
                max_line_bytes: int, batch_events: int) -> Iterator[Batch]:
+    cursor = _Cursor(state)
     for start, end, line in _complete_lines(handle, state.offset, max_line_bytes, stats):
         stats.lines += 1
-        state = replace(state, offset=end, size=max(state.size, end))
+        cursor.offset = end
         if line is None:  # oversized: Pi wrote an entry there, so it takes a position
-            state = replace(state, positions=state.positions + 1)
+            cursor.positions += 1
             continue
-        state = replace(state, last_line_start=start, last_line_hash=_digest(line))
+        cursor.last_line_start, cursor.last_line = start, line
         obj = _parse(line)
         if obj is None:
             if line.strip():
                 stats.malformed += 1
             continue
-        event, state = _event_for(obj, state, stats)
+        event = _event_for(obj, cursor, stats)
         if event is not None:
             pending.append(event)
         if len(pending) >= batch_events:
-            yield Batch(pending, state)
+            yield Batch(pending, cursor.state())
             pending = []
-    if pending or state.offset:
-        yield Batch(pending, state)
+    if pending or cursor.offset != state.offset:
+        yield Batch(pending, cursor.state())
 
 
-def _event_for(obj: dict[str, Any], state: FileState,
-               stats: ReadStats) -> tuple[Event | None, FileState]:
-    position = state.positions
-    state = replace(state, positions=position + 1)
+class _Cursor:
+    """The mutable reading position; frozen into a FileState at batch ends."""
+
+    def __init__(self, state: FileState) -> None:
+        self.base = state
+        self.offset = state.offset
+        self.positions = state.positions
+        self.last_entry_id = state.last_entry_id
+        self.last_line_start = state.last_line_start
+        self.last_line: bytes | None = None
+
+    def state(self) -> FileState:
+        changes = {"offset": self.offset, "size": max(self.base.size, self.offset),
+                   "positions": self.positions, "last_entry_id": self.last_entry_id}
+        if self.last_line is not None:
+            changes.update(last_line_start=self.last_line_start,
+                           last_line_hash=_digest(self.last_line))
+        return replace(self.base, **changes)
+
+
+def _event_for(obj: dict[str, Any], cursor: _Cursor, stats: ReadStats) -> Event | None:
+    state = cursor.base
+    position = cursor.positions
+    cursor.positions += 1
     entry_type = obj.get("type")
     if entry_type == "session":
         stats.extra_headers += 1  # Pi reads only line 1 as the header
-        return None, state
+        return None
     if entry_type == "leaf" and "id" not in obj:
         stats.cursor_records += 1
         target = obj.get("targetId")
         if not isinstance(target, str):
-            return None, state
-        return Event("leaf", state.session_id, state.cwd, {"target_id": target}), state
+            return None
+        return Event("leaf", state.session_id, state.cwd, {"target_id": target})
     if state.version <= 1:
-        entry_id, parent_id = f"v1:{position}", state.last_entry_id
+        entry_id, parent_id = f"v1:{position}", cursor.last_entry_id
         obj = _v1_links(obj)
     else:
         entry_id, parent_id = obj.get("id"), obj.get("parentId")
         if not isinstance(entry_id, str) or not entry_id:
             stats.malformed += 1
-            return None, state
+            return None
         parent_id = parent_id if isinstance(parent_id, str) and parent_id else None
     stats.entries += 1
     entry = normalize_entry(obj, entry_id=entry_id, parent_id=parent_id, seq=position)
-    state = replace(state, last_entry_id=entry_id)
-    return Event("entry", state.session_id, state.cwd, {"entry": entry}), state
+    cursor.last_entry_id = entry_id
+    return Event("entry", state.session_id, state.cwd, {"entry": entry})
 
 
 def _v1_links(obj: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,31 @@
+"""Shared test helpers: the real Pi fixtures and throwaway Lookback homes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support import fixture_path
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An empty Lookback data directory."""
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def session_copy(tmp_path: Path):
+    """Copy a fixture into a writable folder (tests append to or rewrite it)."""
+
+    def copy(name: str) -> Path:
+        target = tmp_path / "sessions" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(fixture_path(name), target)
+        return target
+
+    return copy

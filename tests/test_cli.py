@@ -1,0 +1,92 @@
+"""The ``lookback`` command as a user meets it: summaries, status, clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lookback.cli import main
+from tests.support import FIXTURES, fixture_path
+
+
+@pytest.fixture
+def run(home, capsys, monkeypatch):
+    monkeypatch.setenv("LOOKBACK_HOME", str(home))
+    monkeypatch.delenv("LOOKBACK_REDIS_URL", raising=False)
+
+    def invoke(*argv: str):
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+def test_index_prints_a_summary_and_a_rerun_adds_nothing(run):
+    code, out, _ = run("index", str(FIXTURES))
+    assert code == 0
+    assert "indexed 2,038 new entries from 4 files: 3 projects, 4 sessions" in out
+    code, out, _ = run("index", "--json", str(FIXTURES))
+    summary = json.loads(out)
+    assert code == 0 and summary["entries_added"] == 0 and summary["sessions"] == 4
+
+
+def test_index_defaults_to_pis_sessions_folder(run, tmp_path, monkeypatch):
+    agent = tmp_path / "agent"
+    (agent / "sessions" / "--work--").mkdir(parents=True)
+    (agent / "sessions" / "--work--" / "s.jsonl").write_bytes(
+        fixture_path("branching.jsonl").read_bytes())
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    code, out, _ = run("index")
+    assert code == 0 and "8 new entries from 1 files" in out
+
+
+def test_status_lists_projects(run):
+    run("index", str(FIXTURES))
+    code, out, _ = run("status", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["mode"] == "embedded"
+    by_cwd = {p["cwd"]: p for p in report["projects"]}
+    assert by_cwd["/Users/badlogic/workspaces/pi-mono"]["sessions"] == 2
+    assert by_cwd["/workspace/demo"]["entries"] == 10
+    code, out, _ = run("status")
+    assert "/workspace/demo" in out
+
+
+def test_reindex_rebuilds_every_project(run):
+    run("index", str(FIXTURES))
+    code, out, _ = run("reindex")
+    assert code == 0 and out.count("rebuilt ") == 3
+    code, out, _ = run("status", "--json")
+    assert {p["generation"] for p in json.loads(out)["projects"]} == {2}
+
+
+@pytest.mark.parametrize("setup, expected_code, message", [
+    (lambda tmp: tmp / "missing", 2, "no such file or directory"),
+    (lambda tmp: _write(tmp / "notes.jsonl", '{"hello": 1}\n'), 1, "not a Pi session file"),
+    (lambda tmp: _mkdir(tmp / "empty"), 1, "no session files"),
+])
+def test_user_mistakes_get_one_clear_line(run, tmp_path, setup, expected_code, message):
+    code, out, err = run("index", str(setup(tmp_path)))
+    assert code == expected_code
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_unknown_project_and_bad_settings(run, tmp_path, monkeypatch):
+    code, _, err = run("status", "--project", "../etc")
+    assert code == 2 and "invalid project name" in err
+    bad = _write(tmp_path / "bad.toml", "retrieval = [")
+    code, _, err = run("--config", str(bad), "status")
+    assert code == 2 and "bad.toml" in err
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def _mkdir(path):
+    path.mkdir()
+    return path
