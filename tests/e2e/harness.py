@@ -23,6 +23,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -157,11 +158,21 @@ def _chunk(delta: dict, finish_reason: str | None = None, usage: dict | None = N
     return f"data: {json.dumps(payload)}\n\n".encode()
 
 
+def tool_call_reply(name: str, arguments: dict) -> dict:
+    """A scripted model turn that calls tool `name` (see `FakeModelServer.script`)."""
+    return {"tool_call": {"name": name, "arguments": json.dumps(arguments)}}
+
+
 class FakeModelServer:
-    """An OpenAI Chat Completions streaming endpoint that always answers `FAKE_REPLY`."""
+    """An OpenAI Chat Completions streaming endpoint.
+
+    Answers `FAKE_REPLY` unless `script` holds scripted turns (from `tool_call_reply`), which are
+    used one per request first.
+    """
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
+        self.script: list[dict] = []
         self._lock = threading.Lock()
         self._server: _Server | None = None
         self._context: Any = None
@@ -179,13 +190,20 @@ class FakeModelServer:
                 body = _read_json_body(self)
                 with owner._lock:
                     owner.requests.append(body)
+                    turn = owner.script.pop(0) if owner.script else None
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("cache-control", "no-cache")
                 self.end_headers()
                 usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-                self.wfile.write(_chunk({"role": "assistant", "content": FAKE_REPLY}))
-                self.wfile.write(_chunk({}, finish_reason="stop"))
+                if turn and "tool_call" in turn:
+                    call = {"index": 0, "id": "call_1", "type": "function"}
+                    call["function"] = turn["tool_call"]
+                    self.wfile.write(_chunk({"role": "assistant", "tool_calls": [call]}))
+                    self.wfile.write(_chunk({}, finish_reason="tool_calls"))
+                else:
+                    self.wfile.write(_chunk({"role": "assistant", "content": FAKE_REPLY}))
+                    self.wfile.write(_chunk({}, finish_reason="stop"))
                 self.wfile.write(_chunk({}, usage=usage))
                 self.wfile.write(b"data: [DONE]\n\n")
 
@@ -280,6 +298,66 @@ def slow(route: Route, seconds: float) -> Route:
         return route(request)
 
     return delayed
+
+
+def wait_for_health(
+    url: str, timeout: float = 20.0, process: subprocess.Popen | None = None
+) -> None:
+    """Wait until `GET {url}/v1/health` answers 200; raise TimeoutError otherwise
+    (at once when `process`, the server, has already exited)."""
+    limit = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/v1/health", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if process is not None and process.poll() is not None:
+            raise TimeoutError(f"the reader exited ({process.returncode}) before {url} answered")
+        if time.monotonic() > limit:
+            raise TimeoutError(f"no reader answered at {url}/v1/health within {timeout:.0f}s")
+        time.sleep(0.1)
+
+
+@contextmanager
+def reader_process(
+    command: list[str], url: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen]:
+    """Run a real reader (e.g. `lookback serve`) for the duration of a `with` block.
+
+    For the end-to-end test against the real reader, roughly::
+
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        serve = [str(REPO_ROOT / ".venv/bin/lookback"), "serve", "--port", str(port)]
+        with reader_process(serve, url, {"LOOKBACK_HOME": str(tmp_path / "home")}):
+            run = run_pi(session_file, PROMPT, {"LOOKBACK_URL": url})
+        assert evidence_before_prompt(run.requests[0], PROMPT)
+    """
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        try:
+            wait_for_health(url, process=process)
+        except TimeoutError as error:
+            process.kill()
+            _, stderr = process.communicate(timeout=5)
+            raise TimeoutError(f"{error}; reader stderr:\n{(stderr or '')[-2000:]}") from None
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 # ---------------------------------------------------------------------------------------------
