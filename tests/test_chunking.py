@@ -1,0 +1,65 @@
+"""Tests for the chunking rule applied to long entries before embedding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from query.chunking import CHUNKING_VERSION, DEFAULT_MAX_CHARS, chunk_text
+
+FIXTURES = Path(__file__).parent / "fixtures"
+# A real 4,899-character assistant message with prose and code (see the fixture's source note).
+LONG_TEXT = json.loads((FIXTURES / "long_entry.json").read_text())["text"]
+
+
+def test_short_text_is_one_stripped_chunk_and_blank_text_none() -> None:
+    assert chunk_text("  fix the theme loader \n") == ["fix the theme loader"]
+    assert chunk_text("") == []
+    assert chunk_text(" \n\t ") == []
+
+
+def test_long_text_is_split_into_bounded_overlapping_chunks() -> None:
+    chunks = chunk_text(LONG_TEXT, max_chars=500, overlap=100)
+    assert len(chunks) >= 10
+    assert all(0 < len(chunk) <= 500 for chunk in chunks)
+    for first, second in zip(chunks, chunks[1:], strict=False):
+        assert first[-40:] in LONG_TEXT
+        assert second.split()[0] in first, "consecutive chunks share their boundary text"
+    assert chunks[0] == LONG_TEXT[: len(chunks[0])]
+    assert LONG_TEXT.rstrip().endswith(chunks[-1])
+
+
+def test_chunks_cover_every_word_and_start_on_word_boundaries() -> None:
+    chunks = chunk_text(LONG_TEXT, max_chars=300, overlap=60)
+    assert set(LONG_TEXT.split()) <= {word for chunk in chunks for word in chunk.split()}
+    for chunk in chunks:
+        start = LONG_TEXT.find(chunk)
+        assert start >= 0
+        assert start == 0 or LONG_TEXT[start - 1].isspace()
+
+
+def test_a_word_longer_than_the_window_is_cut_hard() -> None:
+    chunks = chunk_text("a" * 25, max_chars=10, overlap=2)
+    assert chunks == ["a" * 10, "a" * 10, "a" * 5]
+
+
+def test_chunking_is_deterministic_and_versioned() -> None:
+    assert chunk_text(LONG_TEXT) == chunk_text(LONG_TEXT)
+    assert all(len(chunk) <= DEFAULT_MAX_CHARS for chunk in chunk_text(LONG_TEXT))
+    assert isinstance(CHUNKING_VERSION, int)
+
+
+@pytest.mark.parametrize(
+    ("text", "max_chars", "overlap", "error", "message"),
+    [
+        (b"bytes", 100, 10, TypeError, "needs a str"),
+        ("text", 0, 0, ValueError, "max_chars must be at least 1"),
+        ("text", 100, 60, ValueError, "overlap must be between"),
+        ("text", 100, -1, ValueError, "overlap must be between"),
+    ],
+)
+def test_bad_arguments_get_a_clear_error(text, max_chars, overlap, error, message) -> None:
+    with pytest.raises(error, match=message):
+        chunk_text(text, max_chars=max_chars, overlap=overlap)

