@@ -1,0 +1,178 @@
+"""Merge lexical and semantic candidates with deterministic reciprocal-rank fusion.
+
+Exact and FTS retrieval stay authoritative (spec step 10). So fusion never
+touches the two literal tiers: ``identifier`` candidates come first, then
+``phrase`` candidates, each in the spec's within-tier order (score
+descending, timestamp descending, key ascending), whatever the vectors say.
+Vectors act only on the ``other`` tier, where they can
+
+- reorder lexical candidates, and
+- add candidates no lexical search found (vector-only candidates).
+
+Within ``other`` each candidate's fused score is reciprocal-rank fusion,
+``1 / (k + lexical_rank) + 1 / (k + semantic_rank)`` (a missing rank adds
+nothing). Both ranks are 1-based and counted inside the ``other`` tier, so a
+vector hit on an identifier candidate cannot push ``other`` ranks down.
+Ties break by fused score descending, timestamp descending (unknown
+timestamps last), then key ascending -- the same input in any order gives
+the same output.
+
+The candidate type is deliberately small; the retrieval engine adapts its
+rows to it and joins the result back by key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+#: Tier names in precedence order (spec "Ranking": identifiers, phrases, the rest).
+TIERS = ("identifier", "phrase", "other")
+Tier = Literal["identifier", "phrase", "other"]
+
+#: An entry's identity, e.g. ``(session_id, entry_id)``. All keys passed to one
+#: call must be of one comparable type, since ties are broken by key.
+CandidateKey = str | tuple[str, ...]
+
+#: The usual RRF constant: damps the weight of the very top ranks.
+DEFAULT_RRF_K = 60
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One lexical candidate.
+
+    ``tier`` is ``identifier`` (verified exact identifier hit), ``phrase``
+    (verified exact phrase hit) or ``other`` (FTS and everything else);
+    ``score`` is the deterministic lexical score of the spec's ranking table;
+    ``timestamp`` is the entry time in epoch milliseconds (newer is larger).
+    """
+
+    key: CandidateKey
+    tier: Tier
+    score: float
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class FusedCandidate:
+    """A candidate in final order, with what each retriever said about it.
+
+    ``score`` and ``timestamp`` are ``None`` for vector-only candidates (the
+    engine fills them in from the index). ``fused`` is the RRF score that
+    ordered the ``other`` tier (``0.0`` in the literal tiers, which it never
+    orders). Ranks are 1-based within the ``other`` tier; ``similarity`` is
+    the best cosine similarity the vector search gave the key, in any tier.
+    """
+
+    key: CandidateKey
+    tier: Tier
+    score: float | None
+    timestamp: float | None
+    fused: float
+    lexical_rank: int | None
+    semantic_rank: int | None
+    similarity: float | None
+
+    @property
+    def vector_only(self) -> bool:
+        """True when only the vector search found this candidate."""
+        return self.score is None
+
+
+def fuse(
+    lexical: list[Candidate],
+    semantic: list[tuple[CandidateKey, float]],
+    k: int = DEFAULT_RRF_K,
+) -> list[FusedCandidate]:
+    """Return ``lexical`` and ``semantic`` candidates merged in final order.
+
+    ``semantic`` holds ``(key, cosine similarity)`` pairs; a key may repeat
+    (one per chunk) and keeps its best similarity. Raises ``ValueError`` for
+    an unknown tier, a repeated lexical key, a non-finite number or ``k < 1``.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    by_key = _check_lexical(lexical)
+    similarity = _best_similarity(semantic)
+
+    literal: list[FusedCandidate] = []
+    for tier in TIERS[:2]:
+        members = sorted((c for c in lexical if c.tier == tier), key=_lexical_order)
+        literal.extend(
+            FusedCandidate(
+                c.key, c.tier, c.score, c.timestamp, 0.0, None, None, similarity.get(c.key)
+            )
+            for c in members
+        )
+
+    others = sorted((c for c in lexical if c.tier == "other"), key=_lexical_order)
+    lexical_rank = {c.key: rank for rank, c in enumerate(others, start=1)}
+    semantic_keys = [key for key in similarity if key not in by_key or by_key[key].tier == "other"]
+    semantic_keys.sort(key=lambda key: (-similarity[key], key))
+    semantic_rank = {key: rank for rank, key in enumerate(semantic_keys, start=1)}
+
+    fused_others = [
+        _fuse_other(key, by_key.get(key), lexical_rank, semantic_rank, similarity, k)
+        for key in lexical_rank.keys() | semantic_rank.keys()
+    ]
+    fused_others.sort(key=_fused_order)
+    return literal + fused_others
+
+
+def _check_lexical(lexical: Iterable[Candidate]) -> dict[CandidateKey, Candidate]:
+    by_key: dict[CandidateKey, Candidate] = {}
+    for candidate in lexical:
+        if candidate.tier not in TIERS:
+            raise ValueError(f"unknown tier {candidate.tier!r}; expected one of {TIERS}")
+        if not (math.isfinite(candidate.score) and math.isfinite(candidate.timestamp)):
+            raise ValueError(f"candidate {candidate.key!r} has a non-finite score or timestamp")
+        if candidate.key in by_key:
+            raise ValueError(f"lexical candidate {candidate.key!r} appears twice")
+        by_key[candidate.key] = candidate
+    return by_key
+
+
+def _best_similarity(semantic: Iterable[tuple[CandidateKey, float]]) -> dict[CandidateKey, float]:
+    best: dict[CandidateKey, float] = {}
+    for key, value in semantic:
+        value = float(value)
+        if not math.isfinite(value):
+            raise ValueError(f"semantic candidate {key!r} has a non-finite similarity")
+        if key not in best or value > best[key]:
+            best[key] = value
+    return best
+
+
+def _fuse_other(
+    key: CandidateKey,
+    candidate: Candidate | None,
+    lexical_rank: dict[CandidateKey, int],
+    semantic_rank: dict[CandidateKey, int],
+    similarity: dict[CandidateKey, float],
+    k: int,
+) -> FusedCandidate:
+    lex = lexical_rank.get(key)
+    sem = semantic_rank.get(key)
+    fused = sum(1.0 / (k + rank) for rank in (lex, sem) if rank is not None)
+    return FusedCandidate(
+        key=key,
+        tier="other",
+        score=candidate.score if candidate else None,
+        timestamp=candidate.timestamp if candidate else None,
+        fused=fused,
+        lexical_rank=lex,
+        semantic_rank=sem,
+        similarity=similarity.get(key),
+    )
+
+
+def _lexical_order(candidate: Candidate) -> tuple:
+    return (-candidate.score, -candidate.timestamp, candidate.key)
+
+
+def _fused_order(candidate: FusedCandidate) -> tuple:
+    newest_first = -candidate.timestamp if candidate.timestamp is not None else math.inf
+    return (-candidate.fused, newest_first, candidate.key)

@@ -1,0 +1,123 @@
+"""Tests for reciprocal-rank fusion of lexical and vector candidates."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from query.fusion import Candidate, FusedCandidate, fuse
+
+# Entry keys as the engine uses them: (session id, entry id) from the v3 fixture.
+SESSION = "3f5b8f7e-pi-session-v3"
+
+
+def key(entry: str) -> tuple[str, str]:
+    return (SESSION, entry)
+
+
+LEXICAL = [
+    Candidate(key("00000004"), "identifier", 112.0, 1_765_233_600_000),
+    Candidate(key("00000009"), "identifier", 104.0, 1_765_233_900_000),
+    Candidate(key("00000005"), "phrase", 91.0, 1_765_233_700_000),
+    Candidate(key("00000003"), "other", 75.0, 1_765_233_500_000),
+    Candidate(key("00000006"), "other", 72.0, 1_765_233_800_000),
+    Candidate(key("00000008"), "other", 64.0, 1_765_233_850_000),
+]
+
+
+def keys(result: list[FusedCandidate]) -> list[str]:
+    return [candidate.key[1] for candidate in result]
+
+
+def test_without_vectors_the_order_is_the_lexical_order() -> None:
+    result = fuse(LEXICAL, [])
+    assert keys(result) == ["00000004", "00000009", "00000005", "00000003", "00000006", "00000008"]
+    assert [c.lexical_rank for c in result[3:]] == [1, 2, 3]
+    assert all(c.semantic_rank is None and c.similarity is None for c in result)
+
+
+def test_exact_hits_are_never_displaced() -> None:
+    # The vector search loves the "other" candidates and new ones, and dislikes the exact hits.
+    semantic = [(key(f"1{n:07d}"), 0.99 - n / 1000) for n in range(50)]
+    semantic += [(key("00000008"), 0.995), (key("00000006"), 0.99)]
+    semantic += [(key("00000004"), -0.2), (key("00000005"), 0.01)]
+    result = fuse(LEXICAL, semantic)
+    assert keys(result)[:3] == ["00000004", "00000009", "00000005"]
+    assert [c.tier for c in result[:3]] == ["identifier", "identifier", "phrase"]
+    assert all(c.tier == "other" for c in result[3:])
+    assert result[0].similarity == -0.2  # recorded, but it orders nothing
+
+
+def test_vectors_reorder_only_within_the_other_tier() -> None:
+    result = fuse(LEXICAL, [(key("00000008"), 0.8), (key("00000006"), 0.7)])
+    # 00000008 (lexical 3rd, semantic 1st) and 00000006 (2nd, 2nd) now beat 00000003
+    # (1st, none); 1/61 + 1/63 > 1/62 + 1/62, so the vectors' favourite leads.
+    assert keys(result)[3:] == ["00000008", "00000006", "00000003"]
+    by_key = {c.key[1]: c for c in result}
+    assert by_key["00000006"].fused == pytest.approx(1 / 62 + 1 / 62)
+    assert by_key["00000008"].fused == pytest.approx(1 / 63 + 1 / 61)
+    assert by_key["00000003"].fused == pytest.approx(1 / 61)
+
+
+def test_vector_only_candidates_join_the_other_tier() -> None:
+    result = fuse(LEXICAL, [(key("0000000a"), 0.9), (key("00000003"), 0.5)])
+    joined = next(c for c in result if c.key == key("0000000a"))
+    assert joined.tier == "other"
+    assert joined.vector_only
+    assert (joined.score, joined.timestamp, joined.lexical_rank) == (None, None, None)
+    assert joined.semantic_rank == 1
+    assert keys(result).index("0000000a") > keys(result).index("00000005")
+
+
+def test_repeated_vector_keys_keep_their_best_chunk() -> None:
+    result = fuse([], [(key("a"), 0.2), (key("b"), 0.5), (key("a"), 0.7)])
+    assert keys(result) == ["a", "b"]
+    assert result[0].similarity == 0.7
+
+
+def test_semantic_ranks_skip_keys_already_in_a_literal_tier() -> None:
+    result = fuse(LEXICAL, [(key("00000004"), 0.99), (key("00000003"), 0.5)])
+    other = next(c for c in result if c.key == key("00000003"))
+    assert other.semantic_rank == 1
+
+
+def test_fusion_is_deterministic_whatever_the_input_order() -> None:
+    semantic = [(key(f"v{n}"), round(0.3 + (n % 7) / 10, 2)) for n in range(30)]
+    semantic += [(key("00000003"), 0.6), (key("00000008"), 0.6)]
+    expected = fuse(LEXICAL, semantic)
+    shuffler = random.Random(20251208)
+    for _ in range(20):
+        lexical, vectors = LEXICAL[:], semantic[:]
+        shuffler.shuffle(lexical)
+        shuffler.shuffle(vectors)
+        assert fuse(lexical, vectors) == expected
+
+
+def test_ties_break_by_timestamp_then_key() -> None:
+    lexical = [
+        Candidate(key("old"), "other", 60.0, 1_000),
+        Candidate(key("new"), "other", 60.0, 2_000),
+        Candidate(key("b-same"), "phrase", 85.0, 5_000),
+        Candidate(key("a-same"), "phrase", 85.0, 5_000),
+    ]
+    assert keys(fuse(lexical, [])) == ["a-same", "b-same", "new", "old"]
+    # Equal fused scores: a vector-only candidate (unknown time) goes after dated ones.
+    tied = fuse([Candidate(key("lex"), "other", 60.0, 1_000)], [(key("vec"), 0.9)])
+    assert tied[0].fused == tied[1].fused
+    assert keys(tied) == ["lex", "vec"]
+
+
+@pytest.mark.parametrize(
+    ("lexical", "semantic", "k", "message"),
+    [
+        ([Candidate(key("x"), "fuzzy", 1.0, 1.0)], [], 60, "unknown tier 'fuzzy'"),
+        ([Candidate(key("x"), "other", 1.0, 1.0)] * 2, [], 60, "appears twice"),
+        ([Candidate(key("x"), "other", float("nan"), 1.0)], [], 60, "non-finite score"),
+        ([], [(key("x"), float("inf"))], 60, "non-finite similarity"),
+        ([], [], 0, "k must be at least 1"),
+    ],
+)
+def test_bad_input_gets_a_clear_error(lexical, semantic, k, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        fuse(lexical, semantic, k=k)
