@@ -1,0 +1,159 @@
+"""The Redis stream log, the producers' sink and the actor's drain, run in-process.
+
+These call ``RedisSink`` and ``workers.apply.drain`` directly against the real Redis
+(no dramatiq worker), to pin down the ordering, idempotency and poison rules the
+worker tests then rely on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+
+from ingest.events import Event
+from ingest.pipeline import ingest_files
+from tests.service.helpers import (
+    append,
+    expected_entries,
+    fts_hits,
+    indexed_entries,
+    logged_entry_ids,
+    session_lines,
+)
+from workers.apply import drain
+from workers.log import EVENT_FIELD, compare, next_id
+from workers.sink import Backoff, RedisSink
+
+CWD = "/home/dev/pi-mono"
+
+
+def write_session(folder: Path, name: str, lines: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    append(path, lines)
+    return path
+
+
+def test_stream_ids_order_and_successor() -> None:
+    assert next_id("1700000000000-4") == "1700000000000-5"
+    assert compare("1700000000000-10", "1700000000000-9") == 1
+    assert compare("1-0", "2-0") == -1
+
+
+def test_sink_publishes_then_drain_applies_in_order_and_trims(service, tmp_path) -> None:
+    lines = session_lines("s-1", CWD)
+    path = write_session(tmp_path / "sessions", "a.jsonl", lines[:300])
+    with RedisSink(service.config) as sink:
+        report = ingest_files([path], sink)
+    project = sink.project(CWD)
+    stream = service.config.log_key(project)
+    assert service.client.xlen(stream) == report.events > 0
+
+    result = drain(service.config, service.client, project)
+
+    assert result.applied == report.events
+    assert indexed_entries(service.home, CWD) == sorted(expected_entries(path),
+                                                       key=lambda e: (e[0], e[2]))
+    assert service.client.xlen(stream) == 0, "applied events are trimmed from the stream"
+    # Text of the real session is searchable: the user's request about the theme docs.
+    assert fts_hits(service.home, CWD, '"user-message-selector"')
+
+
+def test_resending_and_redraining_adds_nothing(service, tmp_path, monkeypatch) -> None:
+    path = write_session(tmp_path / "sessions", "a.jsonl", session_lines("s-1", CWD)[:120])
+    with RedisSink(service.config) as sink:
+        ingest_files([path], sink)
+        again = ingest_files([path], sink)  # the stored file state says: nothing new
+    assert again.events == 0
+    project = sink.project(CWD)
+    stream = service.config.log_key(project)
+    # A worker that dies after its commit but before trimming the stream:
+    monkeypatch.setattr("workers.apply.trim_through", lambda *args: 0)
+    first = drain(service.config, service.client, project)
+    monkeypatch.undo()
+    assert service.client.xlen(stream) == first.applied > 0
+    before = logged_entry_ids(service.home, CWD)
+
+    second = drain(service.config, service.client, project)
+
+    assert second.applied == 0 and second.set_aside == 0
+    assert service.client.xlen(stream) == 0
+    assert logged_entry_ids(service.home, CWD) == before
+    assert len(set(before)) == len(before) == len(expected_entries(path))
+
+
+def test_appended_lines_and_restarted_producer_resume_exactly(service, tmp_path) -> None:
+    lines = session_lines("s-2", CWD)
+    path = write_session(tmp_path / "sessions", "b.jsonl", lines[:200])
+    with RedisSink(service.config) as sink:
+        ingest_files([path], sink)
+    append(path, lines[200:260])
+    append(path, [lines[260][: len(lines[260]) // 2]])  # Pi is still writing this line
+    with RedisSink(service.config) as sink:  # a new producer: state comes from Redis
+        ingest_files([path], sink)
+    drain(service.config, service.client, sink.project(CWD))
+    entries = indexed_entries(service.home, CWD)
+    assert entries == expected_entries(path)
+    assert max(seq for _, _, seq, _ in entries) == 259  # the half line is not read yet
+
+
+def test_poison_event_is_set_aside_and_the_rest_applies(service, tmp_path) -> None:
+    path = write_session(tmp_path / "sessions", "c.jsonl", session_lines("s-3", CWD)[:50])
+    with RedisSink(service.config) as sink:
+        ingest_files([path], sink)
+    project = sink.project(CWD)
+    stream = service.config.log_key(project)
+    service.client.xadd(stream, {EVENT_FIELD: b"not json"})
+    bad_seq = Event("entry", "s-3", CWD, {"entry": {"id": "x1", "seq": "not-a-number"}})
+    service.client.xadd(stream, {EVENT_FIELD: bad_seq.to_json().encode()})
+    later = Event("entry", "s-3", CWD, {"entry": {"id": "late-1", "seq": 9000,
+                                                   "type": "message", "text": "zanzibar"}})
+    service.client.xadd(stream, {EVENT_FIELD: later.to_json().encode()})
+
+    # The undecodable event is set aside at once; the one that fails to apply is retried
+    # (the error propagates to dramatiq) until it has failed max_failures times.
+    for _ in range(service.config.max_failures - 1):
+        with pytest.raises(ValueError):
+            drain(service.config, service.client, project)
+    result = drain(service.config, service.client, project)
+
+    poison = service.client.hgetall(service.config.poison_key(project))
+    reasons = sorted(json.loads(v)["reason"].split(":")[0] for v in poison.values())
+    assert reasons == ["EventError", "ValueError"]
+    assert result.set_aside == 1
+    assert fts_hits(service.home, CWD, "zanzibar") == ["late-1"]
+    assert len(indexed_entries(service.home, CWD)) == len(expected_entries(path)) + 1
+
+
+def test_unreachable_redis_is_retried_with_backoff_and_said(service, tmp_path) -> None:
+    path = write_session(tmp_path / "sessions", "d.jsonl", session_lines("s-4", CWD)[:20])
+    said: list[str] = []
+    real = service.client
+    failures = {"left": 3}
+
+    class Flaky:
+        """Refuses the first three calls, like a Redis that is restarting."""
+
+        def __getattr__(self, name: str):
+            attribute = getattr(real, name)
+            if not callable(attribute):
+                return attribute
+
+            def call(*args, **kwargs):
+                if failures["left"] > 0:
+                    failures["left"] -= 1
+                    raise redis.ConnectionError("connection refused")
+                return attribute(*args, **kwargs)
+
+            return call
+
+    backoff = Backoff(say=said.append, sleep=lambda seconds: None)
+    sink = RedisSink(service.config, Flaky(), backoff=backoff)
+    ingest_files([path], sink)
+    assert len(said) == 3 and all("retrying in" in line for line in said)
+    assert not any("pi-mono" in line or "s-4" in line for line in said)
+    drain(service.config, service.client, sink.project(CWD))
+    assert indexed_entries(service.home, CWD) == expected_entries(path)

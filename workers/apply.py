@@ -1,0 +1,175 @@
+"""Apply a project's Redis stream to its index: the work behind every nudge.
+
+``drain`` takes the project's writer lock (``ProjectWriter``: one writer per project
+by construction), reads the stream after the cursor stored in the index, and applies
+it in bounded batches. Each batch's rows and the new cursor commit in one
+``BEGIN IMMEDIATE`` transaction, and every event carries its stream id as source id,
+so a crash anywhere means the next drain repeats at most an uncommitted batch, and
+nothing is applied twice. Applied entries are then trimmed from the stream.
+
+Poison events — undecodable, or failing ``max_failures`` times — are set aside in
+the project's ``poison`` hash (shown by ``lookback status``) and skipped; the
+project's other events go on. Other errors (SQLite busy, Redis down, disk full)
+propagate so dramatiq retries the nudge with backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from index.layout import project_key
+from index.project import ProjectWriter
+from index.store import read_meta, write_meta
+from ingest.events import Event, EventError
+from workers.config import ServiceConfig
+from workers.log import START, LogItem, read_after, trim_through
+
+logger = logging.getLogger("lookback.workers")
+
+#: The index's meta key holding the last applied stream id.
+CURSOR_META = "redis_cursor"
+
+#: Errors that say "this event cannot be applied" rather than "try again later".
+APPLY_ERRORS: tuple[type[BaseException], ...] = (
+    EventError, KeyError, TypeError, ValueError, AttributeError, OverflowError,
+    apsw.ConstraintError, apsw.MismatchError, apsw.TooBigError,
+)
+
+
+class UnknownProject(LookupError):
+    """A nudge for a project no producer has registered."""
+
+
+@dataclass
+class DrainReport:
+    project: str
+    applied: int = 0
+    batches: int = 0
+    set_aside: int = 0
+    cursor: str = START
+    more: bool = False  # stopped at the time limit with events left
+
+
+def project_info(config: ServiceConfig, client: Any, project: str) -> dict[str, str]:
+    """The registered cwd and namespace of ``project`` (checked against its key)."""
+    raw = client.hget(config.projects_key, project)
+    if raw is None:
+        raise UnknownProject(f"no project {project!r} registered in Redis")
+    info = json.loads(raw)
+    if project_key(info["cwd"], info.get("namespace", "")) != project:
+        raise UnknownProject(f"project {project!r} is registered under a different key")
+    return info
+
+
+def drain(config: ServiceConfig, client: Any, project: str, *,
+          on_batch: Callable[[int], None] | None = None) -> DrainReport:
+    """Apply everything after the project's cursor, batch by batch, for up to
+    ``config.drain_seconds``; ``report.more`` says the caller should nudge again."""
+    info = project_info(config, client, project)
+    client.delete(config.nudge_key(project))  # before reading: later adds nudge again
+    report = DrainReport(project)
+    deadline = time.monotonic() + config.drain_seconds
+    stream = config.log_key(project)
+    with ProjectWriter(config.home, info["cwd"], namespace=info.get("namespace", ""),
+                       lock_timeout=config.lock_timeout) as writer:
+        report.cursor = read_meta(writer.connection, CURSOR_META) or START
+        while True:
+            items = read_after(client, stream, report.cursor, max_events=config.batch_events,
+                               max_bytes=config.batch_bytes)
+            if not items:
+                break
+            report.cursor = _apply_items(config, client, project, writer, items, report)
+            report.batches += 1
+            trim_through(client, stream, report.cursor)
+            if on_batch is not None:
+                on_batch(report.batches)
+            if time.monotonic() >= deadline:
+                report.more = True
+                break
+        if not report.more:
+            trim_through(client, stream, report.cursor)  # after a crash before a trim
+    if report.applied or report.set_aside:
+        logger.info("project %s: applied %d events in %d batches, %d set aside",
+                    project, report.applied, report.batches, report.set_aside)
+    return report
+
+
+def _apply_items(config: ServiceConfig, client: Any, project: str, writer: ProjectWriter,
+                 items: list[LogItem], report: DrainReport) -> str:
+    """Apply one batch in one transaction; returns the cursor after it.
+
+    When the batch fails with an apply error, it is applied again one event at a
+    time to find the culprit; each event then commits with its own cursor, so a
+    retry starts right at the event that failed.
+    """
+    decoded: list[tuple[LogItem, Event | EventError]] = []
+    for item in items:
+        try:
+            decoded.append((item, Event.from_json(item.raw)))
+        except EventError as error:
+            decoded.append((item, error))
+    for item, event in decoded:
+        if isinstance(event, EventError):
+            set_aside(config, client, project, item, event)
+            report.set_aside += 1
+    good = [(item.stream_id, event) for item, event in decoded if isinstance(event, Event)]
+    last = items[-1].stream_id
+    try:
+        report.applied += writer.write([event for _, event in good],
+                                       source_ids=[stream_id for stream_id, _ in good],
+                                       extra=_advance(last))
+        return last
+    except APPLY_ERRORS:
+        pass
+    for item, event in decoded:
+        if isinstance(event, EventError):
+            writer.write([], extra=_advance(item.stream_id))
+            continue
+        try:
+            report.applied += writer.write([event], source_ids=[item.stream_id],
+                                           extra=_advance(item.stream_id))
+        except APPLY_ERRORS as error:
+            if not _give_up(config, client, project, item.stream_id, error):
+                raise
+            set_aside(config, client, project, item, error)
+            writer.write([], extra=_advance(item.stream_id))
+            report.set_aside += 1
+    return last
+
+
+def _advance(stream_id: str) -> Callable[[apsw.Connection], None]:
+    def advance(connection: apsw.Connection) -> None:
+        write_meta(connection, CURSOR_META, stream_id)
+
+    return advance
+
+
+def _give_up(config: ServiceConfig, client: Any, project: str, stream_id: str,
+             error: BaseException) -> bool:
+    """True when the event is poison: undecodable/invalid, or failed too often."""
+    if isinstance(error, EventError):
+        return True
+    key = config.failures_key(project)
+    failures = int(client.hincrby(key, stream_id, 1))
+    client.expire(key, 7 * 86400)
+    logger.warning("project %s: event %s failed (%s), attempt %d of %d", project, stream_id,
+                   error.__class__.__name__, failures, config.max_failures)
+    return failures >= config.max_failures
+
+
+def set_aside(config: ServiceConfig, client: Any, project: str, item: LogItem,
+              error: BaseException) -> None:
+    """Keep a poison event (idempotently, by stream id) where ``lookback status`` sees it."""
+    record = {"reason": f"{error.__class__.__name__}: {str(error)[:200]}",
+              "event": item.raw.decode("utf-8", "replace"), "at": time.time()}
+    client.hset(config.poison_key(project), item.stream_id, json.dumps(record))
+    client.hdel(config.failures_key(project), item.stream_id)
+    logger.warning("project %s: set aside event %s (%s)", project, item.stream_id,
+                   error.__class__.__name__)

@@ -1,0 +1,118 @@
+"""Service-mode configuration: the Redis URL, key names, batch limits.
+
+Every Redis key Lookback writes starts with one prefix (``workers.key_prefix``,
+default ``lookback:``), so one Redis can serve several Lookback installations.
+Inside an installation, projects are told apart by their project key, which hashes
+the settings namespace together with the project's cwd: two hosts (or teams) with
+the same project path but different namespaces get different streams and indexes.
+
+Keys (``P`` = prefix, ``K`` = project key, see ``index.layout.project_key``)::
+
+    P projects          hash  K -> {"cwd", "namespace"}  (every project ever seen)
+    P log:K             stream of events (field ``e``: the event's JSON), the
+                        ordered log the worker applies; trimmed once applied
+    P files:K           hash  session file path -> FileState JSON (producer state)
+    P nudge:K           flag: a nudge message for K is in flight (de-duplicates)
+    P poison:K          hash  stream id -> set-aside event and reason
+    P failures:K        hash  stream id -> failed attempts so far
+    P reindex:K         hash  progress of a background rebuild
+    P sweeper           lock: one sweeper runs per interval in the whole cluster
+    P dramatiq:*        dramatiq's own queues
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lookback.settings import Settings
+
+#: The queue fresh appends go through; kept short so appends never wait.
+INDEX_QUEUE = "lookback-index"
+#: The queue for slow jobs (rebuilds now, embeddings later).
+BACKGROUND_QUEUE = "lookback-background"
+
+DEFAULT_PREFIX = "lookback:"
+
+
+class ServiceNotConfigured(ValueError):
+    """Service mode was asked for but no Redis URL is configured."""
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What the producers, the workers and ``lookback status`` share."""
+
+    redis_url: str
+    home: Path
+    namespace: str = ""
+    prefix: str = DEFAULT_PREFIX
+    batch_events: int = 1000  # events applied per SQLite transaction
+    batch_bytes: int = 8 * 1024 * 1024  # ... or fewer, when they are large
+    drain_seconds: float = 5.0  # a nudge hands over (re-nudges) after this long
+    max_failures: int = 3  # attempts before an event that keeps failing is set aside
+    lock_timeout: float = 30.0  # waiting for the project's writer lock
+    nudge_ttl_ms: int = 10_000  # a lost nudge is re-sent after this long
+    sweep_seconds: float = 5.0
+    reindex_on_start: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ServiceConfig:
+        if not settings.redis_url:
+            raise ServiceNotConfigured(
+                "service mode needs a Redis: set LOOKBACK_REDIS_URL (e.g. redis://localhost:6379/0)"
+                " or redis_url in the settings file")
+        workers: dict[str, Any] = settings.section("workers")
+        prefix = str(workers.get("key_prefix") or DEFAULT_PREFIX)
+        return cls(
+            redis_url=settings.redis_url, home=settings.home, namespace=settings.namespace,
+            prefix=prefix if prefix.endswith(":") else prefix + ":",
+            batch_events=int(workers.get("batch_events", cls.batch_events)),
+            batch_bytes=int(workers.get("batch_bytes", cls.batch_bytes)),
+            drain_seconds=float(workers.get("drain_seconds", cls.drain_seconds)),
+            max_failures=int(workers.get("max_failures", cls.max_failures)),
+            lock_timeout=float(workers.get("lock_timeout", cls.lock_timeout)),
+            sweep_seconds=float(workers.get("sweep_seconds", cls.sweep_seconds)),
+            reindex_on_start=bool(workers.get("reindex_on_start", False)),
+        )
+
+    # Key names ------------------------------------------------------------------
+
+    @property
+    def projects_key(self) -> str:
+        return f"{self.prefix}projects"
+
+    @property
+    def sweeper_key(self) -> str:
+        return f"{self.prefix}sweeper"
+
+    @property
+    def dramatiq_namespace(self) -> str:
+        return f"{self.prefix}dramatiq"
+
+    def log_key(self, project: str) -> str:
+        return f"{self.prefix}log:{project}"
+
+    def files_key(self, project: str) -> str:
+        return f"{self.prefix}files:{project}"
+
+    def nudge_key(self, project: str) -> str:
+        return f"{self.prefix}nudge:{project}"
+
+    def poison_key(self, project: str) -> str:
+        return f"{self.prefix}poison:{project}"
+
+    def failures_key(self, project: str) -> str:
+        return f"{self.prefix}failures:{project}"
+
+    def reindex_key(self, project: str) -> str:
+        return f"{self.prefix}reindex:{project}"
+
+
+def redis_client(config: ServiceConfig) -> Any:
+    """A Redis client for ``config`` (imported here: embedded mode never needs redis)."""
+    import redis
+
+    return redis.Redis.from_url(config.redis_url, socket_timeout=10, socket_connect_timeout=5,
+                                health_check_interval=30)

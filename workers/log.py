@@ -1,0 +1,85 @@
+"""The per-project event log in Redis: one Stream per project, outside dramatiq.
+
+Stream ids (``<ms>-<n>``) order the log. The worker keeps its cursor (the last id it
+applied) in the project's index, committed with the rows, and trims the stream up to
+it afterwards, so the stream holds only what is not applied yet (plus, after a crash
+between commit and trim, a few applied entries the next drain skips and trims).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ingest.events import Event
+
+EVENT_FIELD = b"e"
+START = "0-0"
+
+
+@dataclass
+class LogItem:
+    """One stream entry: its id and the raw event JSON (decoded by the worker)."""
+
+    stream_id: str
+    raw: bytes
+
+
+def add_events(pipe: Any, key: str, events: Iterable[Event]) -> None:
+    """Queue one XADD per event on ``pipe`` (the caller's MULTI/EXEC)."""
+    for event in events:
+        pipe.xadd(key, {EVENT_FIELD: event.to_json().encode()})
+
+
+def read_after(client: Any, key: str, cursor: str, *, max_events: int,
+               max_bytes: int, chunk: int = 200) -> list[LogItem]:
+    """Entries after ``cursor``, at most ``max_events`` of them and about ``max_bytes``.
+
+    Reads in chunks so a run of huge events stops early instead of loading a
+    thousand of them at once; at least one entry is returned when any is pending.
+    """
+    items: list[LogItem] = []
+    size = 0
+    start = cursor
+    while len(items) < max_events and size < max_bytes:
+        rows = client.xrange(key, min=f"({start}", max="+",
+                             count=min(chunk, max_events - len(items)))
+        if not rows:
+            break
+        for stream_id, fields in rows:
+            raw = fields.get(EVENT_FIELD, b"")
+            items.append(LogItem(_text(stream_id), raw))
+            size += len(raw)
+            if size >= max_bytes:
+                break
+        start = items[-1].stream_id
+    return items
+
+
+def trim_through(client: Any, key: str, cursor: str) -> int:
+    """Remove every entry up to and including ``cursor``; returns how many went."""
+    if cursor == START:
+        return 0
+    return int(client.xtrim(key, minid=next_id(cursor), approximate=False))
+
+
+def next_id(stream_id: str) -> str:
+    """The smallest stream id after ``stream_id``."""
+    ms, _, seq = stream_id.partition("-")
+    return f"{ms}-{int(seq or 0) + 1}"
+
+
+def id_millis(stream_id: str) -> int:
+    return int(stream_id.partition("-")[0])
+
+
+def compare(left: str, right: str) -> int:
+    """-1, 0 or 1 as stream id ``left`` sorts before, equal to or after ``right``."""
+    a = tuple(int(part) for part in left.split("-"))
+    b = tuple(int(part) for part in right.split("-"))
+    return (a > b) - (a < b)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,86 @@
+"""Start and supervise the dramatiq worker processes behind ``lookback worker``.
+
+Two process groups, one per queue, so a long rebuild never takes a thread that a
+fresh append needs:
+
+* index: ``processes`` x ``threads`` on ``lookback-index``. Nudges are tiny and
+  de-duplicated, so each thread prefetches one message, and an idle consumer polls
+  Redis every 100 ms (dramatiq's default of up to 1 s would cost freshness).
+* background: one process with one thread on ``lookback-background`` (rebuilds are
+  disk-bound; two at once would only fight over the disk).
+
+Settings reach the workers through the environment (``LOOKBACK_*``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workers.config import BACKGROUND_QUEUE, INDEX_QUEUE
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    queue: str
+    processes: int
+    threads: int
+    poll_ms: int
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-m", "dramatiq", "workers.actors", "--queues", self.queue,
+                "--processes", str(self.processes), "--threads", str(self.threads)]
+
+    def environ(self, base: dict[str, str]) -> dict[str, str]:
+        return {**base, "dramatiq_worker_timeout": str(self.poll_ms),
+                "dramatiq_queue_prefetch": str(self.threads)}
+
+
+def groups(processes: int, threads: int, background: bool = True) -> list[Group]:
+    found = [Group("index", INDEX_QUEUE, processes, threads, poll_ms=100)]
+    if background:
+        found.append(Group("background", BACKGROUND_QUEUE, 1, 1, poll_ms=1000))
+    return found
+
+
+def start(group: Group, environ: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(group.argv(), env=group.environ(environ), start_new_session=True)
+
+
+def supervise(groups_: Sequence[Group], environ: dict[str, str]) -> int:
+    """Run the groups until one exits or we are told to stop; stop the others too."""
+    children = [start(group, environ) for group in groups_]
+    stopping = {"signal": 0}
+
+    def forward(signum: int, _frame: object) -> None:
+        stopping["signal"] = signum
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stopping["signal"] and all(child.poll() is None for child in children):
+            time.sleep(0.2)
+        return _stop(children, stopping["signal"] or signal.SIGTERM)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stop(children: list[subprocess.Popen], signum: int, grace: float = 30.0) -> int:
+    for child in children:
+        if child.poll() is None:
+            os.killpg(child.pid, signum)  # dramatiq's master stops its workers cleanly
+    deadline = time.monotonic() + grace
+    for child in children:
+        try:
+            child.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    codes = [child.returncode for child in children]
+    return next((code for code in codes if code not in (0, -signum)), 0)

@@ -1,0 +1,76 @@
+"""Background rebuilds: after an upgrade, rebuild stale indexes from their event logs.
+
+``index.rebuild.rebuild`` builds the next generation file beside the live one and
+swaps ``CURRENT`` atomically; readers answer from the old file until then. Here we
+only find the projects that need it, run it on the background queue, and keep its
+progress in Redis (``reindex:K``) for ``lookback status``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from index.layout import PROJECTS_DIR, ProjectDir, find_project, list_projects
+from index.rebuild import rebuild
+from index.store import IndexUnavailable, needs_rebuild, open_reader
+from workers.config import ServiceConfig
+
+logger = logging.getLogger("lookback.workers")
+
+#: Progress is written to Redis at most this often.
+PROGRESS_SECONDS = 0.5
+
+
+def stale_projects(home: Path) -> list[ProjectDir]:
+    """Projects whose index was written by an older schema or tokenizer."""
+    stale = []
+    for project in list_projects(home):
+        try:
+            connection = open_reader(project.index_path())
+        except IndexUnavailable:
+            continue
+        try:
+            if needs_rebuild(connection):
+                stale.append(project)
+        finally:
+            connection.close()
+    return stale
+
+
+def mark_queued(config: ServiceConfig, client: Any, project: str) -> None:
+    client.hset(config.reindex_key(project),
+                mapping={"state": "queued", "done": 0, "total": 0, "updated_at": time.time()})
+
+
+def run_rebuild(config: ServiceConfig, client: Any, name: str) -> dict[str, Any]:
+    """Rebuild the project folder ``name`` under ``config.home``, recording progress."""
+    project = find_project(config.home, name)
+    if project.path.parent != Path(config.home) / PROJECTS_DIR:
+        raise ValueError("project outside the data directory")
+    key = config.reindex_key(name)
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_SECONDS or done >= total:
+            last[0] = now
+            client.hset(key, mapping={"state": "running", "done": done, "total": total,
+                                      "updated_at": time.time()})
+
+    client.hset(key, mapping={"state": "running", "done": 0, "total": 0,
+                              "started_at": time.time(), "updated_at": time.time()})
+    try:
+        report = rebuild(project, progress=progress, lock_timeout=config.lock_timeout * 4)
+    except BaseException as error:
+        client.hset(key, mapping={"state": f"failed: {error.__class__.__name__}",
+                                  "updated_at": time.time()})
+        raise
+    client.hset(key, mapping={"state": "done", "generation": report.generation,
+                              "done": report.events, "total": report.events,
+                              "seconds": round(report.seconds, 3), "updated_at": time.time()})
+    logger.info("project %s: rebuilt generation %d from %d events in %.2fs", name,
+                report.generation, report.events, report.seconds)
+    return {"project": name, "generation": report.generation, "events": report.events}

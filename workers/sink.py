@@ -1,0 +1,119 @@
+"""The producers' sink in service mode: events go onto the project's Redis stream.
+
+Each batch's events (XADD) and the file's new read state (HSET) are written in one
+MULTI/EXEC, so a restarted watcher resumes exactly after the last batch Redis has:
+it neither re-sends nor skips. When Redis cannot be reached the sink retries with
+backoff and says so on stderr (one line per attempt, never event text); it never
+drops a batch. After a lost EXEC reply it checks whether the batch landed before
+sending it again.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from index.layout import project_key
+from ingest.reader import Batch, FileState
+from workers.config import ServiceConfig, redis_client
+from workers.log import add_events
+from workers.nudge import nudge
+
+T = TypeVar("T")
+
+
+def transient_errors() -> tuple[type[BaseException], ...]:
+    """Errors after which trying again later may work: Redis unreachable or loading."""
+    import dramatiq.errors
+    import redis.exceptions
+
+    broker_error = getattr(dramatiq.errors, "BrokerConnectionError", None) \
+        or dramatiq.errors.ConnectionError
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, broker_error,
+            ConnectionError)
+
+
+class Backoff:
+    """Retry a call until it works, sleeping 0.2 s, 0.4 s, … up to ``max_delay``."""
+
+    def __init__(self, *, first: float = 0.2, max_delay: float = 30.0,
+                 say: Callable[[str], None] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.first = first
+        self.max_delay = max_delay
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.sleep = sleep
+
+    def run(self, call: Callable[[int], T], what: str) -> T:
+        """``call(attempt)`` until it returns; transient errors are retried forever."""
+        errors = transient_errors()
+        attempt = 0
+        while True:
+            try:
+                return call(attempt)
+            except errors as error:
+                delay = min(self.first * 2 ** attempt, self.max_delay)
+                attempt += 1
+                self.say(f"lookback: cannot reach Redis while {what} "
+                         f"({error.__class__.__name__}); retrying in {delay:.1f}s "
+                         f"(attempt {attempt}, nothing is dropped)")
+                self.sleep(delay)
+
+
+class RedisSink:
+    """``ingest.pipeline.Sink`` that appends to the per-project Redis streams."""
+
+    def __init__(self, config: ServiceConfig, client: Any | None = None, *,
+                 backoff: Backoff | None = None) -> None:
+        self.config = config
+        self.client = client if client is not None else redis_client(config)
+        self.backoff = backoff or Backoff()
+        self.batches = 0
+        self.events = 0
+
+    def project(self, cwd: str) -> str:
+        return project_key(cwd, self.config.namespace)
+
+    def file_state(self, path: str, cwd: str) -> FileState | None:
+        key = self.config.files_key(self.project(cwd))
+        raw = self.backoff.run(lambda _: self.client.hget(key, path), "reading a file state")
+        return None if raw is None else FileState.from_json(raw)
+
+    def write(self, batch: Batch) -> None:
+        state = batch.state
+        project = self.project(state.cwd)
+        state_json = state.to_json()
+
+        def commit(attempt: int) -> None:
+            files_key = self.config.files_key(project)
+            if attempt and _text(self.client.hget(files_key, state.path)) == state_json:
+                return  # the previous attempt's EXEC landed; its reply was lost
+            with self.client.pipeline(transaction=True) as pipe:
+                add_events(pipe, self.config.log_key(project), batch.events)
+                pipe.hset(files_key, state.path, state_json)
+                pipe.hset(self.config.projects_key, project,
+                          json.dumps({"cwd": state.cwd, "namespace": self.config.namespace}))
+                pipe.execute()
+
+        self.backoff.run(commit, "publishing events")
+        self.batches += 1
+        self.events += len(batch.events)
+        if batch.events:
+            self.backoff.run(lambda _: nudge(self.config, self.client, project),
+                             "nudging the workers")
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> RedisSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,90 @@
+"""The sweeper: nudge every project whose stream still holds events.
+
+Nudges can be lost (a worker killed before acking, a producer killed between its
+EXEC and its nudge); the stream cannot. Every ``sweep_seconds`` one sweeper in the
+cluster (a Redis ``SET NX PX`` lock picks it) looks at each registered project's
+stream and nudges those with pending events; a project whose oldest pending event
+is older than two sweeps is nudged even if its nudge flag says one is in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from workers.config import ServiceConfig
+from workers.log import id_millis
+from workers.nudge import nudge, request_rebuild
+from workers.reindex import mark_queued, stale_projects
+
+logger = logging.getLogger("lookback.workers")
+
+
+def sweep(config: ServiceConfig, client: Any) -> int:
+    """Nudge the projects with pending events; returns how many were nudged."""
+    now_ms = _redis_millis(client)
+    nudged = 0
+    for raw in client.hkeys(config.projects_key):
+        project = raw.decode() if isinstance(raw, bytes) else raw
+        first = client.xrange(config.log_key(project), count=1)
+        if not first:
+            continue
+        stream_id = first[0][0].decode() if isinstance(first[0][0], bytes) else first[0][0]
+        overdue = now_ms - id_millis(stream_id) > 2000 * config.sweep_seconds
+        if nudge(config, client, project, force=overdue):
+            nudged += 1
+    if nudged:
+        logger.info("sweeper nudged %d projects", nudged)
+    return nudged
+
+
+def enqueue_stale_rebuilds(config: ServiceConfig, client: Any) -> int:
+    """Queue a background rebuild for every index older than this code."""
+    projects = stale_projects(config.home)
+    for project in projects:
+        mark_queued(config, client, project.name)
+        request_rebuild(config, project.name)
+    return len(projects)
+
+
+class SweeperThread(threading.Thread):
+    """Runs ``sweep`` every ``config.sweep_seconds`` inside a worker process."""
+
+    def __init__(self, config: ServiceConfig, client: Any) -> None:
+        super().__init__(name="lookback-sweeper", daemon=True)
+        self.config = config
+        self.client = client
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        if self.config.reindex_on_start and self._claim("reindex-on-start", 60_000):
+            self._guard(lambda: enqueue_stale_rebuilds(self.config, self.client))
+        while not self.stopping.wait(self._jitter()):
+            if self._claim("sweeper", int(self.config.sweep_seconds * 900)):
+                self._guard(lambda: sweep(self.config, self.client))
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _claim(self, name: str, ttl_ms: int) -> bool:
+        try:
+            return bool(self.client.set(self.config.prefix + name, "1", nx=True, px=ttl_ms))
+        except Exception as error:  # Redis blip: try again next round
+            logger.warning("sweeper cannot reach Redis (%s)", error.__class__.__name__)
+            return False
+
+    def _guard(self, job: Any) -> None:
+        try:
+            job()
+        except Exception as error:
+            logger.warning("sweeper round failed (%s)", error.__class__.__name__)
+
+    def _jitter(self) -> float:
+        return self.config.sweep_seconds * (0.9 + 0.2 * (time.monotonic() % 1))
+
+
+def _redis_millis(client: Any) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
