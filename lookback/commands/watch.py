@@ -1,0 +1,84 @@
+"""``lookback watch [DIR ...]``: tail Pi session folders and publish new entries.
+
+In service mode (a Redis URL is configured) events go onto the Redis streams for the
+workers; otherwise they are written straight into the indexes, and the writer locks
+are released after every round so ``lookback index`` or a rebuild can run meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from index.sink import EmbeddedSink
+from ingest.scan import default_sessions_dir
+from ingest.watch import Watcher, WatchRound
+from lookback.commands.common import load
+from lookback.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "watch", help="tail Pi session folders and index new entries continuously",
+        description="Watch Pi session folders (default: Pi's sessions folder) for new "
+                    "files, appended lines and rewrites. With LOOKBACK_REDIS_URL set the "
+                    "events go to Redis for `lookback worker`; a restarted watcher "
+                    "resumes where Redis says it stopped.")
+    parser.add_argument("paths", nargs="*", type=Path, help="folders or files to watch")
+    parser.add_argument("--poll", type=float, default=0.05, metavar="SECONDS",
+                        help="how often recently changed files are checked (default 0.05)")
+    parser.add_argument("--rescan", type=float, default=2.0, metavar="SECONDS",
+                        help="how often all files are checked and folders walked (default 2)")
+    parser.add_argument("--once", action="store_true", help="one round, then exit")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="print a line (counts only) for every round that sent events")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load(args)
+    if args.poll <= 0 or args.rescan <= 0:
+        raise UserError("--poll and --rescan must be positive")
+    roots = args.paths or [Path(p) for p in settings.values.get("sessions_dirs") or []] \
+        or [default_sessions_dir()]
+    missing = [str(root) for root in roots if not Path(root).expanduser().exists()]
+    if missing and args.paths:
+        raise UserError(f"no such folder: {', '.join(missing)}")
+    roots = [Path(root).expanduser() for root in roots]
+    if settings.service_mode:
+        from lookback.service import queue_sink
+
+        sink = queue_sink(settings)
+        on_idle = None
+    else:
+        sink = EmbeddedSink(settings.home, namespace=settings.namespace)
+        on_idle = sink.close  # never hold a project's writer lock while idle
+    mode = "Redis" if settings.service_mode else "the local indexes"
+    print(f"watching {len(roots)} folder(s), publishing to {mode}; Ctrl-C stops",
+          file=sys.stderr, flush=True)
+    watcher = Watcher(roots, sink, poll_seconds=args.poll, rescan_seconds=args.rescan,
+                      on_idle=on_idle)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with sink:
+        if args.once:
+            _say(watcher.poll(), verbose=True)
+            return 0
+        try:
+            watcher.run(stop, on_round=lambda r: _say(r, args.verbose))
+        except KeyboardInterrupt:
+            pass
+    print(f"stopped: {watcher.totals.events:,} events from {watcher.totals.files_changed:,} "
+          "file changes", file=sys.stderr)
+    return 0
+
+
+def _say(result: WatchRound, verbose: bool) -> None:
+    for error in result.errors:
+        print(f"lookback: error: {error}", file=sys.stderr, flush=True)
+    if verbose and result.events:
+        print(f"{result.events:,} events from {result.files_changed} changed files",
+              file=sys.stderr, flush=True)

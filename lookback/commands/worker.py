@@ -1,0 +1,48 @@
+"""``lookback worker``: run the dramatiq workers that keep the indexes current."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from lookback.commands.common import load
+from lookback.errors import UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "worker", help="service mode: apply queued session events to the indexes",
+        description="Start dramatiq worker processes: one group for fresh appends "
+                    "(queue lookback-index) and one for background rebuilds (queue "
+                    "lookback-background). Needs LOOKBACK_REDIS_URL.")
+    parser.add_argument("--processes", type=int, help="index worker processes "
+                        "(default: workers.processes, 1)")
+    parser.add_argument("--threads", type=int, help="threads per index worker process "
+                        "(default: workers.threads, 2)")
+    parser.add_argument("--no-background", action="store_true",
+                        help="do not start the background (rebuild) worker")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load(args)
+    if not settings.service_mode:
+        raise UserError("`lookback worker` needs a Redis: set LOOKBACK_REDIS_URL "
+                        "(e.g. redis://localhost:6379/0)")
+    workers = settings.section("workers")
+    processes = args.processes or int(workers.get("processes") or 1)
+    threads = args.threads or int(workers.get("threads") or 2)
+    if processes < 1 or threads < 1:
+        raise UserError("--processes and --threads must be at least 1")
+    from workers.processes import groups, supervise
+
+    environ = dict(os.environ)
+    environ["LOOKBACK_HOME"] = str(settings.home)
+    environ["LOOKBACK_REDIS_URL"] = settings.redis_url or ""
+    if getattr(args, "config", None):
+        environ["LOOKBACK_CONFIG"] = args.config
+    print(f"starting {processes} index worker process(es) x {threads} threads"
+          f"{'' if args.no_background else ' and 1 background worker'}", file=sys.stderr,
+          flush=True)
+    return supervise(groups(processes, threads, background=not args.no_background), environ)
