@@ -1,0 +1,37 @@
+"""``lookback serve``: run the reader as an HTTP JSON service (see ``lookback.server``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from lookback.commands.common import load
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="serve retrieval over HTTP for agents (the Pi extension)",
+        description="HTTP JSON API: POST /v1/retrieve, /v1/search, /v1/source, /v1/plan, "
+                    "/v1/nudge; GET /v1/health, /v1/manifest. Loopback only unless "
+                    "server.tokens are configured.")
+    parser.add_argument("--host", help="address to bind (default: server.host, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default: server.port, 8765)")
+    parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lookback.server import make_server, serve_forever
+
+    settings = load(args)
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(message)s")
+    server = make_server(settings, args.host, args.port)
+    host, port = server.server_address[:2]
+    logging.getLogger("lookback.server").warning(json.dumps(
+        {"event": "listening", "host": host, "port": port,
+         "tokens": server.app.grants.required}))
+    serve_forever(server)
+    return 0

@@ -1,0 +1,598 @@
+"""``lookback serve``: the reader as a small HTTP JSON service for agents (the Pi extension).
+
+Two layers, so the logic is testable and measurable without sockets:
+
+- ``ReaderApp.handle(method, target, authorization, body)`` does everything a request
+  needs — routing, auth, JSON parsing, the engine call, caching, the manifest — and
+  returns ``(status, payload, log_fields)``.
+- ``make_server`` wraps it in the standard library's ``ThreadingHTTPServer`` with a
+  thin handler (HTTP/1.1 keep-alive, size limit, no access log).
+
+Endpoints (all JSON): ``POST /v1/retrieve``, ``/v1/search``, ``/v1/source``,
+``/v1/plan``, ``/v1/nudge``; ``GET /v1/health``, ``/v1/manifest?session_id=...``.
+
+Caching: Pi asks before every model turn, often with the very same inputs, so
+retrieve answers are kept in a bounded LRU keyed by the whole request body and the
+project's index watermark (live generation file + SQLite ``data_version``). Any
+commit to the index or a reindex swap changes the watermark, so stale answers are
+never served; they simply age out.
+
+Security: without ``server.tokens`` the service only listens on loopback. With
+tokens, every request needs ``Authorization: Bearer <token>``; a token grants a list
+of projects (folder names or cwds) or ``"*"``. A request for a project the token
+does not grant — or for one that cannot be resolved at all — gets the same 403, so it
+learns nothing about what exists. Project names only reach the filesystem through
+``index.layout.find_project``. The service writes only manifests and logs (unless
+``server.index_on_nudge`` is set, see ``/v1/nudge``).
+
+Logs: one JSON line per request on logger ``lookback.server`` with counts and
+timings only — never request terms, paths, session files or evidence text.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import queue
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from index.layout import find_project, project_key
+from lookback.errors import UserError
+from lookback.settings import Settings
+from query.manifest import ManifestStore, retrieval_record
+
+log = logging.getLogger("lookback.server")
+
+DEFAULT_REQUEST_TIMEOUT = 10.0
+DEFAULT_CACHE_ENTRIES = 512
+DEFAULT_WORKERS = 4
+
+Reply = tuple[int, Any, dict[str, Any]]
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status, stable code and a message that quotes no user text."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+    def payload(self) -> dict[str, Any]:
+        return {"status": "error", "error": {"code": self.code, "message": str(self)}}
+
+
+FORBIDDEN = ApiError(403, "forbidden", "this token does not grant access to that project")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokens
+
+
+class Grants:
+    """Which bearer token may see which projects (``server.tokens``)."""
+
+    def __init__(self, tokens: Any, namespace: str = "") -> None:
+        if tokens in (None, {}):
+            tokens = {}
+        if not isinstance(tokens, dict):
+            raise UserError("server.tokens must map each token to a list of projects or \"*\"")
+        self._grants: dict[str, frozenset[str] | None] = {}
+        for token, projects in tokens.items():
+            if not isinstance(token, str) or len(token) < 8:
+                raise UserError("server.tokens: every token must be a string of 8+ characters")
+            self._grants[token] = _project_names(projects, namespace, token_index=len(self._grants))
+
+    @property
+    def required(self) -> bool:
+        return bool(self._grants)
+
+    def lookup(self, authorization: str | None) -> frozenset[str] | None:
+        """The token's projects (None: all); raises 401 when the header names no token."""
+        scheme, _, presented = (authorization or "").partition(" ")
+        if scheme.lower() == "bearer" and presented.strip():
+            presented = presented.strip()
+            for token, projects in self._grants.items():
+                if hmac.compare_digest(token.encode(), presented.encode()):
+                    return projects
+        raise ApiError(401, "unauthorized", "a valid Authorization: Bearer token is required")
+
+
+def _project_names(projects: Any, namespace: str, token_index: int) -> frozenset[str] | None:
+    if projects == "*" or (isinstance(projects, list) and "*" in projects):
+        return None
+    if not isinstance(projects, list) or not all(isinstance(p, str) for p in projects):
+        raise UserError(f"server.tokens: token #{token_index + 1} must grant a list of "
+                        "project names or cwds, or \"*\"")
+    return frozenset(project_key(p, namespace) if p.startswith(("/", "\\")) else p
+                     for p in projects)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(host: str, grants: Grants) -> None:
+    """Refuse to listen beyond this machine unless tokens protect the service."""
+    if not is_loopback(host) and not grants.required:
+        raise UserError(
+            f"refusing to listen on {host}: without tokens the reader only binds to loopback "
+            "(127.0.0.1, ::1). Configure [server.tokens] in the settings file "
+            "(token = [\"project\", ...] or \"*\") to serve other hosts.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Cache and background manifest writes
+
+
+class AnswerCache:
+    """A bounded, thread-safe LRU of encoded retrieve answers."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(0, int(size))
+        self._items: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple) -> Any:
+        with self._lock:
+            value = self._items.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return value
+
+    def put(self, key: tuple, value: Any) -> None:
+        if not self.size:
+            return
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+class ManifestWriter:
+    """Writes manifest records on a background thread, off the request's critical path."""
+
+    def __init__(self, store: ManifestStore) -> None:
+        self.store = store
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=10_000)
+        self._thread = threading.Thread(target=self._run, name="lookback-manifest", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            log.warning(json.dumps({"event": "manifest-dropped"}))
+
+    def flush(self) -> None:
+        """Wait until every submitted record is written."""
+        self._queue.join()
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                if job is None:
+                    return
+                job()
+            except Exception as error:  # a manifest problem never breaks serving
+                log.error(json.dumps({"event": "manifest-error", "error": type(error).__name__}))
+            finally:
+                self._queue.task_done()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+        self.store.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The application
+
+
+class ReaderApp:
+    """Everything a request needs, independent of HTTP plumbing.
+
+    ``engine`` is the retrieval engine (default ``lookback.api``); ``reader`` one
+    ``query.reader.IndexReader`` shared by every request of the process.
+    """
+
+    def __init__(self, settings: Settings, *, engine: ModuleType | Any = None,
+                 reader: Any = None, manifests: ManifestStore | None = None) -> None:
+        if engine is None:
+            from lookback import api as engine
+        if reader is None:
+            from query.reader import IndexReader
+
+            reader = IndexReader(settings.home, settings.namespace)
+        self.settings = settings
+        self.engine = engine
+        self.reader = reader
+        self.grants = Grants(settings.get("server.tokens"), settings.namespace)
+        self.cache = AnswerCache(settings.get("server.cache_entries", DEFAULT_CACHE_ENTRIES))
+        keep = settings.get("manifest.keep_per_session", 50)
+        self.manifests = ManifestWriter(manifests or ManifestStore(settings.home, keep=keep))
+        self.timeout = float(settings.get("server.request_timeout_seconds",
+                                          DEFAULT_REQUEST_TIMEOUT))
+        self.pool = ThreadPoolExecutor(int(settings.get("server.workers", DEFAULT_WORKERS)),
+                                       thread_name_prefix="lookback-call")
+        self.routes: dict[tuple[str, str], Callable[..., Reply]] = {
+            ("POST", "/v1/retrieve"): self.retrieve,
+            ("POST", "/v1/search"): self.search,
+            ("POST", "/v1/source"): self.source,
+            ("POST", "/v1/plan"): self.plan,
+            ("POST", "/v1/nudge"): self.nudge,
+            ("GET", "/v1/health"): self.health,
+            ("GET", "/v1/manifest"): self.manifest,
+        }
+
+    # -- dispatch -----------------------------------------------------------------------
+
+    def handle(self, method: str, target: str, authorization: str | None,
+               body: bytes) -> Reply:
+        """Answer one request: ``(HTTP status, payload dict or encoded bytes, log fields)``."""
+        parts = urlsplit(target)
+        route = self.routes.get((method, parts.path))
+        try:
+            if route is None:
+                if any(path == parts.path for _, path in self.routes):
+                    raise ApiError(405, "method-not-allowed", f"{method} is not allowed here")
+                raise ApiError(404, "not-found", "no such endpoint")
+            grant = self.grants.lookup(authorization) if self.grants.required else None
+            if method == "GET":
+                return route(parse_qs(parts.query), grant)
+            return route(_parse_json(body), grant)
+        except ApiError as error:
+            return error.status, error.payload(), {"error": error.code}
+        except Exception as error:  # the engine's own bad-input errors, then bugs
+            code = getattr(error, "code", None)
+            if isinstance(code, str) and isinstance(error, ValueError):
+                return 400, ApiError(400, code, str(error)).payload(), {"error": code}
+            log.error(json.dumps({"event": "internal-error", "error": type(error).__name__}))
+            return 500, ApiError(500, "internal", "internal error").payload(), {
+                "error": "internal"}
+
+    def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run an engine call with the per-request time limit (503 when it runs over)."""
+        future = self.pool.submit(function, *args, **kwargs)
+        try:
+            return future.result(timeout=self.timeout)
+        except FutureTimeout:
+            raise ApiError(503, "timeout", "the request ran over the server's time limit") \
+                from None
+        except (LookupError, OSError) as error:
+            raise _not_found(error) from None
+
+    # -- projects and auth --------------------------------------------------------------
+
+    def _ref(self, body: dict) -> Any:
+        """The project and session a body names, or None when it names none that is indexed."""
+        try:
+            return self.reader.resolve(session_file=_text(body, "session_file"),
+                                       project=_text(body, "project"),
+                                       session_id=_text(body, "session_id"))
+        except (LookupError, OSError, ValueError):
+            return None
+
+    def _authorize(self, body: dict, grant: frozenset[str] | None) -> Any:
+        """The body's session reference, after checking the token grants its project."""
+        ref = self._ref(body)
+        if grant is None:
+            return ref
+        name = ref.project.name if ref is not None else self._project_name(body)
+        if name is None or name not in grant:
+            raise FORBIDDEN
+        return ref
+
+    def _project_name(self, body: dict) -> str | None:
+        project = _text(body, "project")
+        if not project:
+            return None
+        try:
+            return find_project(self.settings.home, project, self.settings.namespace).name
+        except LookupError:
+            return None
+
+    def _watermark(self, ref: Any) -> tuple | None:
+        """(live index file, data_version): changes on every commit and every swap."""
+        try:
+            holder = self.reader.project_connection(ref.project)
+            with holder.lock:
+                connection, path = holder.current()
+                version = connection.execute("PRAGMA data_version").fetchone()[0]
+            return str(path), version
+        except Exception:  # no index yet, or it is being swapped: do not cache
+            return None
+
+    # -- endpoints ----------------------------------------------------------------------
+
+    def retrieve(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        started = time.perf_counter()
+        ref = self._authorize(body, grant)
+        watermark = self._watermark(ref) if ref is not None else None
+        key = (json.dumps(body, sort_keys=True), watermark) if watermark else None
+        cached = self.cache.get(key) if key else None
+        if cached is None:
+            response = self.call(self.engine.retrieve, body, settings=self.settings,
+                                 reader=self.reader)
+            encoded = json.dumps(response).encode()
+            if key and response.get("status") in ("ok", "no-query"):
+                self.cache.put(key, (encoded, response))
+        else:
+            encoded, response = cached
+        latency_ms = (time.perf_counter() - started) * 1000
+        self._record_retrieval(ref, body, response, latency_ms, cached is not None)
+        fields = _counts(response)
+        fields["cache"] = "hit" if cached is not None else ("miss" if key else "off")
+        return 200, encoded, fields
+
+    def _record_retrieval(self, ref: Any, body: dict, response: dict, latency_ms: float,
+                          cached: bool) -> None:
+        session_id = ref.session_id if ref is not None else _text(body, "session_id")
+        if not session_id:
+            return
+        project = ref.project.name if ref is not None else None
+        record = retrieval_record(response, session_id=session_id, project=project,
+                                  leaf_id=_text(body, "leaf_id"), latency_ms=latency_ms,
+                                  cached=cached)
+        self.manifests.submit(lambda: self.manifests.store.add(record))
+
+    def search(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        self._authorize(body, grant)
+        response = self.call(self.engine.search, body, settings=self.settings, reader=self.reader)
+        return 200, response, {"results": len(response.get("results") or [])}
+
+    def source(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        self._authorize(body, grant)
+        response = self.call(self.engine.source, body, settings=self.settings, reader=self.reader)
+        return 200, response, {}
+
+    def plan(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        from query.planner import plan
+
+        messages, evidence = body.get("messages"), body.get("evidence", [])
+        if not isinstance(messages, list) or not isinstance(evidence, list):
+            raise ApiError(400, "invalid-request", "messages and evidence must be lists")
+        budget = body.get("max_retrieved_history_tokens",
+                          self.settings.get("retrieval.max_retrieved_history_tokens", 16000))
+        try:
+            result = plan(messages, evidence, max_retrieved_history_tokens=budget,
+                          input_target_tokens=body.get("input_target_tokens"),
+                          hard_limit_tokens=body.get("hard_limit_tokens"))
+        except ValueError as error:
+            raise ApiError(400, "invalid-request", str(error)) from None
+        self._record_plan(evidence, result, grant)
+        return 200, result, {"included": len(result["included"]),
+                             "excluded": len(result["excluded"]),
+                             "fallback": result["fallback"] is not None}
+
+    def _record_plan(self, evidence: list, result: dict, grant: frozenset[str] | None) -> None:
+        sessions = {e.get("session_id") for e in evidence if isinstance(e, dict)}
+        sessions = {s for s in sessions if isinstance(s, str) and s}
+        store = self.manifests.store
+
+        def write() -> None:
+            for session_id in sessions:
+                latest = store.entries(session_id)[-1:]
+                project = latest[0].get("project") if latest else None
+                if grant is not None and project not in grant:
+                    continue  # a token may only annotate its own projects' manifests
+                store.record_plan(session_id, project, result)
+
+        if sessions:
+            self.manifests.submit(write)
+
+    def nudge(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        """Ask for ``session_file`` to be indexed now.
+
+        Service mode hands it to ``lookback.service.nudge_session``. Embedded mode
+        answers ``embedded`` and writes nothing, unless ``server.index_on_nudge`` is
+        true: then that one file is indexed inline (one small append per turn).
+        """
+        session_file = _text(body, "session_file")
+        if not session_file or not session_file.startswith("/"):
+            raise ApiError(400, "invalid-request", "session_file must be an absolute path")
+        if grant is not None:
+            self._authorize(body, grant)
+        if self.settings.service_mode:
+            from lookback import service
+
+            nudge_session = getattr(service, "nudge_session", None)
+            if nudge_session is None:
+                return 202, {"status": "unsupported"}, {}
+            self.call(nudge_session, self.settings, session_file)
+            return 202, {"status": "queued"}, {}
+        if not self.settings.get("server.index_on_nudge", False):
+            return 202, {"status": "embedded"}, {}
+        report = self.call(_index_one, self.settings, Path(session_file))
+        if report.errors:
+            raise ApiError(400, "not-a-session", "session_file is not a readable Pi session")
+        return 200, {"status": "indexed", "entries": report.read.entries}, {
+            "entries": report.read.entries}
+
+    def health(self, query: dict, grant: frozenset[str] | None) -> Reply:
+        report = self.call(self.engine.health, self.settings)
+        if grant is not None and isinstance(report.get("projects"), list):
+            report = {**report, "projects": [p for p in report["projects"]
+                                             if isinstance(p, dict) and p.get("project") in grant]}
+        report = {**report, "server": {"cache_entries": len(self.cache._items),
+                                       "cache_hits": self.cache.hits,
+                                       "cache_misses": self.cache.misses}}
+        return 200, report, {}
+
+    def manifest(self, query: dict, grant: frozenset[str] | None) -> Reply:
+        session_id = (query.get("session_id") or [""])[0]
+        if not session_id:
+            raise ApiError(400, "invalid-request", "session_id is required")
+        entries = self.manifests.store.entries(session_id)
+        if grant is not None:  # same (empty) answer for unknown and not-granted sessions
+            entries = [e for e in entries if e.get("project") in grant]
+        return 200, {"session_id": session_id, "entries": entries}, {"entries": len(entries)}
+
+    def close(self) -> None:
+        self.manifests.flush()
+        self.manifests.close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _index_one(settings: Settings, path: Path) -> Any:
+    from index.sink import EmbeddedSink
+    from ingest.pipeline import ingest_files
+
+    with EmbeddedSink(settings.home, namespace=settings.namespace) as sink:
+        return ingest_files([path], sink, strict=True)
+
+
+def _parse_json(body: bytes) -> dict:
+    try:
+        parsed = json.loads(body) if body else None
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "malformed-json", "the request body is not valid JSON") from None
+    if not isinstance(parsed, dict):
+        raise ApiError(400, "invalid-request", "the request body must be a JSON object")
+    return parsed
+
+
+def _text(body: dict, key: str) -> str | None:
+    value = body.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _not_found(error: BaseException) -> ApiError:
+    if isinstance(error, OSError):
+        return ApiError(400, "unreadable-session-file", "session_file cannot be read")
+    return ApiError(404, "not-found", "no such project, session or entry in the index")
+
+
+def _counts(response: dict) -> dict[str, Any]:
+    """Counts for the log line (numbers only, never text)."""
+    diagnostics = response.get("diagnostics") if isinstance(response, dict) else None
+    fields: dict[str, Any] = {"outcome": str(response.get("status"))[:20],
+                              "evidence": len(response.get("evidence") or []),
+                              "excluded": len(response.get("excluded") or [])}
+    if isinstance(diagnostics, dict) and isinstance(diagnostics.get("candidates"), int):
+        fields["candidates"] = diagnostics["candidates"]
+    return fields
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP
+
+
+class ReaderHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], app: ReaderApp) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        self.app = app
+        self.max_request_bytes = int(app.settings.get("server.max_request_bytes", 4_000_000))
+        handler = type("Handler", (_Handler,), {"timeout": app.timeout})
+        super().__init__(address, handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: no TCP handshake per model turn
+    server_version = "lookback"
+    sys_version = ""
+    server: ReaderHTTPServer
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+        self._serve()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._serve()
+
+    do_PUT = do_DELETE = do_PATCH = do_POST  # noqa: N815 (answered 405/404 by the app)
+
+    def _serve(self) -> None:
+        started = time.perf_counter()
+        path = urlsplit(self.path).path
+        try:
+            length = int(self.headers.get("content-length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            status, payload, fields = 400, ApiError(
+                400, "invalid-request", "bad Content-Length").payload(), {}
+            self.close_connection = True
+            body_in = 0
+        elif length > self.server.max_request_bytes:
+            status, payload, fields = 413, ApiError(
+                413, "too-large", f"the request body is over "
+                f"{self.server.max_request_bytes} bytes").payload(), {}
+            self.close_connection = True  # the unread body must not be parsed as a request
+            body_in = length
+        else:
+            body = self.rfile.read(length) if length else b""
+            status, payload, fields = self.server.app.handle(
+                self.command, self.path, self.headers.get("authorization"), body)
+            body_in = length
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        if status == 401:
+            self.send_header("www-authenticate", "Bearer")
+        if self.close_connection:
+            self.send_header("connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+        known = any(p == path for _, p in self.server.app.routes)
+        line = {"event": "request", "method": self.command,
+                "endpoint": path if known else "(unknown)", "status": status,
+                "ms": round((time.perf_counter() - started) * 1000, 3),
+                "bytes_in": body_in, "bytes_out": len(data), **fields}
+        log.info(json.dumps(line))
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        """Silenced: the default access log prints the request line (paths, queries)."""
+
+
+def make_server(settings: Settings, host: str | None = None, port: int | None = None,
+                *, app: ReaderApp | None = None) -> ReaderHTTPServer:
+    """A ready (not yet serving) HTTP server; refuses unsafe bindings."""
+    host = host or str(settings.get("server.host", "127.0.0.1"))
+    port = int(settings.get("server.port", 8765) if port is None else port)
+    check_binding(host, app.grants if app else Grants(settings.get("server.tokens"),
+                                                      settings.namespace))
+    app = app or ReaderApp(settings)
+    try:
+        return ReaderHTTPServer((host, port), app)
+    except OSError as error:
+        app.close()
+        raise UserError(f"cannot listen on {host}:{port}: {error.strerror or error}", 1) \
+            from None
+
+
+def serve_forever(server: ReaderHTTPServer) -> None:
+    """Serve until interrupted, then close the app (flushing the manifest)."""
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        server.app.close()
