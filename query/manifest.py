@@ -19,6 +19,7 @@ retrieved``).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -71,11 +72,17 @@ def source_id(item: dict) -> str:
     return f"{item.get('session_id')}:{item.get('entry_id')}"
 
 
+_QUOTED = re.compile(r"\s*(`[^`]*`|\"[^\"]*\"|'[^']*')")
+
+
 def _reason(item: dict) -> str | None:
+    """The ranking reasons with their quoted terms removed ("exact identifier +100")."""
     reasons = item.get("reasons", item.get("reason"))
-    if isinstance(reasons, list | tuple):
-        return ", ".join(str(r) for r in reasons)
-    return None if reasons is None else str(reasons)
+    if reasons is None:
+        return None
+    if not isinstance(reasons, list | tuple):
+        reasons = [reasons]
+    return ", ".join(_QUOTED.sub("", str(r)) for r in reasons)
 
 
 def _item(item: dict) -> dict[str, Any]:
@@ -99,7 +106,7 @@ def _excluded(item: dict, stage: str) -> dict[str, Any]:
         "entry_id": item.get("entry_id"),
         "session_id": item.get("session_id"),
         "classification": item.get("classification"),
-        "reason": str(item.get("reason") or stage),
+        "reason": _QUOTED.sub("", str(item.get("reason") or stage)),
         "stage": stage,
     }
 
@@ -235,6 +242,19 @@ class ManifestStore:
             except apsw.SQLError:  # file created but table not yet there
                 return []
         return [json.loads(row[0]) for row in rows]
+
+    def latest_session(self) -> str | None:
+        """The session of the most recent record (None when there is none)."""
+        with self._lock:
+            connection = self._open()
+            if connection is None:
+                return None
+            try:
+                row = connection.execute(
+                    "SELECT session_id FROM manifest ORDER BY id DESC LIMIT 1").fetchone()
+            except apsw.SQLError:
+                return None
+        return None if row is None else row[0]
 
     def close(self) -> None:
         with self._lock:

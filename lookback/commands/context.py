@@ -1,0 +1,182 @@
+"""``lookback context retrieved|manifest|included|excluded [all]``: show the Context Manifest.
+
+The manifest (``query.manifest``) holds ids, scores, classifications and counts, never
+text; ``retrieved`` re-reads each item's excerpt from the local index by entry id.
+Without ``--session-id``/``--session-file`` the most recently recorded session is shown.
+By default the latest retrieval is shown; ``all`` shows every record kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+from index.layout import find_project
+from index.store import open_reader
+from ingest.pipeline import peek_header
+from lookback.commands.common import load
+from lookback.errors import UserError
+from lookback.settings import Settings
+from query.manifest import ManifestStore
+
+VIEWS = ("retrieved", "manifest", "included", "excluded")
+EXCERPT_CHARS = 240
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "context", help="show what retrieval put into (or kept out of) the model's context",
+        description="Render the Context Manifest that `lookback serve` records per retrieval.")
+    parser.add_argument("view", choices=VIEWS, help="what to show")
+    parser.add_argument("scope", nargs="?", choices=("all",),
+                        help="every record kept for the session, not only the latest")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--session-id", help="the Pi session id")
+    which.add_argument("--session-file", type=Path, help="the Pi session file")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load(args)
+    store = ManifestStore(settings.home, readonly=True)
+    try:
+        session_id = _session_id(args, store)
+        records = store.entries(session_id) if session_id else []
+    finally:
+        store.close()
+    chosen = records if args.scope == "all" else records[-1:]
+    if args.view == "retrieved":
+        chosen = [_with_excerpts(settings, record) for record in chosen]
+    if args.json:
+        print(json.dumps({"session_id": session_id, "view": args.view,
+                          "records": chosen}, indent=2, ensure_ascii=False))
+        return 0
+    if not chosen:
+        print("no retrievals recorded" + (f" for session {session_id}" if session_id else "")
+              + " (the manifest is written by `lookback serve`)")
+        return 0
+    print("\n".join(render(args.view, chosen, session_id or "")))
+    return 0
+
+
+def _session_id(args: argparse.Namespace, store: ManifestStore) -> str | None:
+    if args.session_id:
+        return args.session_id
+    if args.session_file:
+        try:
+            return peek_header(args.session_file)[0]
+        except OSError as error:
+            raise UserError(f"{args.session_file}: {error.strerror or error}") from None
+    return store.latest_session()
+
+
+def _with_excerpts(settings: Settings, record: dict) -> dict:
+    """A copy of ``record`` whose items carry their excerpt, read from the local index."""
+    record = {**record, "items": [dict(item) for item in record.get("items", [])]}
+    texts = _entry_texts(settings, record.get("project"),
+                         [(i.get("session_id"), i.get("entry_id")) for i in record["items"]])
+    for item in record["items"]:
+        text = texts.get((item.get("session_id"), item.get("entry_id")))
+        item["excerpt"] = None if text is None else _shorten(text)
+    return record
+
+
+def _entry_texts(settings: Settings, project: str | None,
+                 keys: list[tuple[Any, Any]]) -> dict[tuple[str, str], str]:
+    if not project or not keys:
+        return {}
+    try:
+        path = find_project(settings.home, project, settings.namespace).index_path()
+        connection = open_reader(path)
+    except Exception:  # index gone or unreadable: show the record without excerpts
+        return {}
+    try:
+        found = {}
+        for session_id, entry_id in keys:
+            row = connection.execute("SELECT text FROM entries WHERE session_id = ? "
+                                     "AND entry_id = ?", (session_id, entry_id)).fetchone()
+            if row is not None:
+                found[(session_id, entry_id)] = row[0]
+        return found
+    finally:
+        connection.close()
+
+
+def _shorten(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS - 1] + "…"
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def render(view: str, records: list[dict], session_id: str) -> list[str]:
+    """Text lines for ``view`` over ``records`` (oldest first)."""
+    if view == "excluded":
+        rows = [e for record in records for e in record.get("excluded", [])]
+        lines = [f"session {session_id}: {len(rows)} excluded source(s) in "
+                 f"{len(records)} retrieval(s)"]
+        return lines + _table(rows, ("entry_id", "classification", "stage", "reason"))
+    lines: list[str] = []
+    for record in records:
+        lines.append(_headline(record, session_id))
+        items = record.get("items", [])
+        if view == "included":
+            items = [i for i in items if i.get("included", True)]
+        columns = ("entry_id", "role", "tier", "classification", "score", "tokens", "group_id")
+        if view == "manifest":
+            ids = ", ".join(record.get("retrievedEventIds", [])) or "(none)"
+            lines.append(f"  retrievedEventIds: {ids}")
+            columns += ("reason",)
+        lines += _table(items, columns)
+        if view == "retrieved":
+            for item in items:
+                excerpt = item.get("excerpt")
+                shown = json.dumps(excerpt, ensure_ascii=False) if excerpt else "(not in index)"
+                lines.append(f"  {item.get('entry_id')}: {shown}")
+            lines += _counts(record)
+    return lines
+
+
+def _headline(record: dict, session_id: str) -> str:
+    when = datetime.datetime.fromtimestamp(record.get("at", 0)).isoformat(timespec="seconds")
+    excluded = len(record.get("excluded", []))
+    return (f"{when}  session {session_id}  status={record.get('status')}  "
+            f"items={len(record.get('items', []))}  excluded={excluded}  "
+            f"tokens={record.get('tokens', 0)}  latency={record.get('latency_ms')} ms"
+            + ("  (cached)" if record.get("cached") else ""))
+
+
+def _counts(record: dict) -> list[str]:
+    diagnostics = record.get("diagnostics", {})
+    keys = ("candidates", "in_context_removed", "deduplicated", "alternate_branch_candidates",
+            "tokens_used", "latency_ms")
+    lines = ["  " + "  ".join(f"{k}={diagnostics[k]}" for k in keys if k in diagnostics)]
+    planner = record.get("planner")
+    if planner:
+        lines.append(f"  planner: included={planner.get('included')} "
+                     f"excluded={planner.get('excluded')} fallback={planner.get('fallback')}")
+        for item in record.get("excluded", []):
+            if item.get("stage") == "planner":
+                lines.append(f"    excluded {item.get('entry_id')}: {item.get('reason')}")
+    return lines
+
+
+def _table(rows: list[dict], columns: tuple[str, ...]) -> list[str]:
+    if not rows:
+        return ["  (none)"]
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True))
+              for row in cells]
+    return [line.rstrip() for line in lines]
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
