@@ -9,9 +9,11 @@ meta      key/value: schema_version, tokenizer_version, project cwd, applied cur
 events    the log. ``seq`` orders it; ``kind`` is one of ``ingest.events.EVENT_KINDS``;
           ``payload`` is the event's JSON. ``source_id`` (unique when present) makes
           re-delivered events (the same Redis stream id, say) harmless.
-sessions  one row per Pi session: file, cwd, version, header time, last entry (the leaf).
+sessions  one row per Pi session: file, cwd, version, header time, last entry (the leaf),
+          and ``epoch``, bumped by each reset (a branch computed before it is stale).
 entries   one row per tree entry, keyed by (session_id, entry_id). ``text`` is the
-          searchable text (never thinking, images or ``custom`` data). ``eligible`` is 1
+          searchable text (never thinking, images or ``custom`` data); ``text_hash``
+          identifies equal texts up to case and whitespace (deduplication). ``eligible`` is 1
           for the entries automatic retrieval may return (``message`` and
           ``custom_message`` with text). ``first_kept_id`` is set on compactions.
 entries_fts  FTS5 over ``entries.text`` (external content; rowid = entries.rowid).
@@ -55,6 +57,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     parent_session TEXT,
     leaf_id        TEXT,
     entry_count    INTEGER NOT NULL DEFAULT 0,
+    epoch          INTEGER NOT NULL DEFAULT 0,
     updated_at     REAL
 );
 
@@ -69,6 +72,7 @@ CREATE TABLE IF NOT EXISTS entries (
     timestamp     TEXT,
     ts_ms         INTEGER,
     text          TEXT NOT NULL DEFAULT '',
+    text_hash     TEXT,
     tokens        INTEGER NOT NULL DEFAULT 0,
     eligible      INTEGER NOT NULL DEFAULT 0,
     first_kept_id TEXT,

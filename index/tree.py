@@ -14,15 +14,15 @@ from dataclasses import dataclass
 import apsw
 
 _PATH_SQL = """
-WITH RECURSIVE path(rid, entry_id, parent_id, type, first_kept_id, depth) AS (
-    SELECT rowid, entry_id, parent_id, type, first_kept_id, 0
+WITH RECURSIVE path(rid, entry_id, parent_id, type, first_kept_id, seq, depth) AS (
+    SELECT rowid, entry_id, parent_id, type, first_kept_id, seq, 0
       FROM entries WHERE session_id = :session AND entry_id = :leaf
     UNION ALL
-    SELECT e.rowid, e.entry_id, e.parent_id, e.type, e.first_kept_id, path.depth + 1
+    SELECT e.rowid, e.entry_id, e.parent_id, e.type, e.first_kept_id, e.seq, path.depth + 1
       FROM entries AS e JOIN path ON e.session_id = :session AND e.entry_id = path.parent_id
      WHERE path.depth < :limit
 )
-SELECT rid, entry_id, type, first_kept_id FROM path ORDER BY depth DESC
+SELECT rid, entry_id, type, first_kept_id, seq FROM path ORDER BY depth DESC
 """
 
 
@@ -32,6 +32,7 @@ class PathEntry:
     entry_id: str
     type: str
     first_kept_id: str | None
+    seq: int
 
 
 def leaf_of(connection: apsw.Connection, session_id: str) -> str | None:
@@ -51,11 +52,11 @@ def branch(connection: apsw.Connection, session_id: str, leaf_id: str) -> list[P
     seen: set[str] = set()
     # Rows come root first; a cycle repeats ids from the leaf's side, so keep the
     # walk from the leaf up to the first repeat.
-    for rid, entry_id, entry_type, first_kept in reversed(rows):
+    for rid, entry_id, entry_type, first_kept, seq in reversed(rows):
         if entry_id in seen:
             break
         seen.add(entry_id)
-        path.append(PathEntry(rid, entry_id, entry_type, first_kept))
+        path.append(PathEntry(rid, entry_id, entry_type, first_kept, seq))
     path.reverse()
     return path
 

@@ -12,6 +12,7 @@ entry replaces the earlier one (Pi's "last write wins" for reused ids).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -22,13 +23,13 @@ import apsw
 from index.schema import SCHEMA_VERSION
 from index.store import read_meta, write_meta
 from ingest.events import Event, EventError
-
-#: ~4 characters a token: a rough estimate, good enough for budgets.
-CHARS_PER_TOKEN = 4
+from query.tokens import estimate_tokens  # one estimate for index and budgets
 
 
-def estimate_tokens(text: str) -> int:
-    return -(-len(text) // CHARS_PER_TOKEN)
+def text_hash(text: str) -> str:
+    """Equal for texts that differ only in case and whitespace (for deduplication)."""
+    normalized = " ".join(text.split()).casefold()
+    return hashlib.blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 def append_events(connection: apsw.Connection, events: Iterable[Event], *,
@@ -115,8 +116,8 @@ def _apply_entry(connection: apsw.Connection, event: Event, now: float,
     text = entry.get("text") or ""
     values = (event.session_id, entry["id"], entry.get("parent_id"), int(entry["seq"]),
               entry.get("type") or "unknown", entry.get("role"), entry.get("timestamp"),
-              entry.get("ts_ms"), text, estimate_tokens(text), 1 if entry.get("eligible") else 0,
-              entry.get("first_kept_id"))
+              entry.get("ts_ms"), text, text_hash(text), estimate_tokens(text),
+              1 if entry.get("eligible") else 0, entry.get("first_kept_id"))
     connection.execute(_INSERT_ENTRY + " ON CONFLICT(session_id, entry_id) DO NOTHING", values)
     added = connection.changes()
     if not added:  # a reused id: last write wins
@@ -136,7 +137,8 @@ def _apply_entry(connection: apsw.Connection, event: Event, now: float,
 
 _INSERT_ENTRY = (
     "INSERT INTO entries(session_id, entry_id, parent_id, seq, type, role, timestamp,"
-    " ts_ms, text, tokens, eligible, first_kept_id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    " ts_ms, text, text_hash, tokens, eligible, first_kept_id)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
 
@@ -149,7 +151,8 @@ def _apply_reset(connection: apsw.Connection, event: Event, now: float,
     )
     connection.execute("DELETE FROM entries WHERE session_id = ?", (event.session_id,))
     connection.execute(
-        "UPDATE sessions SET entry_count = 0, leaf_id = NULL, updated_at = ? WHERE session_id = ?",
+        "UPDATE sessions SET entry_count = 0, leaf_id = NULL, epoch = epoch + 1, updated_at = ?"
+        " WHERE session_id = ?",
         (now, event.session_id),
     )
 

@@ -1,0 +1,78 @@
+"""The public Python API: one request/response contract for every caller.
+
+``retrieve`` is what the CLI (``lookback retrieve``), the HTTP service and a Python
+caller all use. It fails open in the sense the agent needs: a bad request is a
+``RequestError``; anything else wrong with the index answers a status
+(``not-indexed``, ``disabled``), never an exception.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from lookback.settings import Settings, load_settings
+from query.history import HistorySearch
+from query.privacy import PrivacyPolicy
+from query.reader import IndexReader
+from query.request import RequestError, parse_request
+from query.retrieve import Retriever
+
+__all__ = ["RequestError", "health", "retrieve", "search", "source"]
+
+_readers: dict[tuple[Path, str], IndexReader] = {}
+_readers_lock = threading.Lock()
+
+
+def default_reader(settings: Settings) -> IndexReader:
+    """One shared reader per data directory and namespace, for in-process callers."""
+    key = (settings.home, settings.namespace)
+    with _readers_lock:
+        reader = _readers.get(key)
+        if reader is None:
+            reader = _readers[key] = IndexReader(settings.home, settings.namespace)
+        return reader
+
+
+def retrieve(request: dict[str, Any], *, settings: Settings | None = None,
+             reader: IndexReader | None = None) -> dict[str, Any]:
+    """Evidence for the latest real user message of ``request`` (see DESIGN.md)."""
+    settings = settings or load_settings()
+    parsed = parse_request(request, settings.section("retrieval"))
+    reader = reader or default_reader(settings)
+    policy = PrivacyPolicy.from_settings(settings.section("privacy"))
+    return Retriever(reader, policy).retrieve(parsed)
+
+
+def search(request: dict[str, Any], *, settings: Settings | None = None,
+           reader: IndexReader | None = None) -> dict[str, Any]:
+    """Explicit history search with a chosen scope (branch, session or project)."""
+    settings = settings or load_settings()
+    reader = reader or default_reader(settings)
+    return HistorySearch(reader).search(request)
+
+
+def source(request: dict[str, Any], *, settings: Settings | None = None,
+           reader: IndexReader | None = None) -> dict[str, Any]:
+    """One entry's full indexed text, by session and entry id."""
+    settings = settings or load_settings()
+    reader = reader or default_reader(settings)
+    return HistorySearch(reader).source(request)
+
+
+def health(settings: Settings | None = None) -> dict[str, Any]:
+    """Index state per project (for ``GET /v1/health``)."""
+    from index.layout import list_projects
+    from index.status import project_status
+
+    settings = settings or load_settings()
+    projects = []
+    for project in list_projects(settings.home):
+        try:
+            projects.append(project_status(project))
+        except Exception as error:  # a broken file must not hide the others
+            projects.append({"project": project.name, "state": "error",
+                             "error": type(error).__name__})
+    return {"status": "ok", "mode": "service" if settings.service_mode else "embedded",
+            "projects": projects}

@@ -1,0 +1,135 @@
+"""Explicit history search: the opt-in tool for people and agents.
+
+Same term extraction, searches, verification and ranking as automatic retrieval,
+but the caller chooses the scope: ``branch`` (default: the current branch, live
+context included), ``session`` (every branch of the session) or ``project`` (every
+session of the project). Automatic retrieval never widens its scope; only this
+explicit call does. Results still pass the provider's privacy policy, since a tool
+result reaches the model too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+
+from query.candidates import Scope, fts_search
+from query.evidence import excerpt
+from query.fts_query import build_fts_query
+from query.privacy import PrivacyPolicy
+from query.reader import IndexReader, NotIndexed
+from query.request import RequestError
+from query.retrieve import CachedMatcher, Retriever, _deduplicate, _merge, verify_and_rank
+from query.terms import extract_terms
+
+SCOPES = ("branch", "session", "project")
+DEFAULT_RESULTS = 20
+
+
+class HistorySearch:
+    def __init__(self, reader: IndexReader, policy: PrivacyPolicy | None = None) -> None:
+        self.reader = reader
+        self.policy = policy or PrivacyPolicy()
+
+    def search(self, request: Any) -> dict[str, Any]:
+        text, scope_name, limit = _search_fields(request)
+        terms = extract_terms(text)
+        if not terms.has_topic:
+            return {"status": "no-query", "query": {}, "results": [], "excluded": []}
+        try:
+            ref = self.reader.resolve(session_file=request.get("session_file"),
+                                      project=request.get("project"),
+                                      session_id=request.get("session_id"))
+            holder = self.reader.project_connection(ref.project)
+            with holder.lock:
+                connection, path = holder.current()
+                with connection:
+                    scope, on_branch = self._scope(connection, path, ref.session_id,
+                                                   scope_name, request.get("leaf_id"))
+                    rows = Retriever._literal_rows(connection, terms, scope, 4 * limit)
+                    query = build_fts_query(terms)
+                    fts_rows = fts_search(connection, query, scope, 8 * limit) if query else []
+        except (NotIndexed, OSError):
+            return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
+                    "excluded": []}
+        diagnostics: dict[str, Any] = {}
+        matcher = CachedMatcher(terms, self.reader.entries, str(path))
+        ranked = verify_and_rank(_merge(rows, fts_rows), matcher, None, len(fts_rows),
+                                 diagnostics)
+        results = [_result(item, on_branch) for item in _deduplicate(ranked, diagnostics)]
+        shown, excluded = self.policy.apply(results[:limit], request.get("provider"))
+        return {"status": "ok", "scope": scope_name, "query": terms.by_kind(),
+                "results": shown, "excluded": excluded}
+
+    def _scope(self, connection: apsw.Connection, path: Any, session_id: str, scope: str,
+               leaf_id: str | None) -> tuple[Scope, set[str]]:
+        leaf = leaf_id or _leaf(connection, session_id)
+        branch = self.reader.branch(connection, path, session_id, leaf)
+        on_branch = {entry.entry_id for entry in branch}
+        if scope == "branch":
+            return Scope(session_id, frozenset((e.seq, e.rowid) for e in branch)), on_branch
+        if scope == "session":
+            return Scope(session_id), on_branch
+        return Scope(None), on_branch
+
+    def source(self, request: Any) -> dict[str, Any]:
+        if not isinstance(request, dict) or not isinstance(request.get("entry_id"), str):
+            raise RequestError("give entry_id and the session (session_file, or project "
+                               "and session_id)")
+        try:
+            ref = self.reader.resolve(session_file=request.get("session_file"),
+                                      project=request.get("project"),
+                                      session_id=request.get("session_id"))
+            holder = self.reader.project_connection(ref.project)
+            with holder.lock:
+                connection, _ = holder.current()
+                row = connection.execute(
+                    "SELECT entry_id, session_id, type, role, timestamp, text FROM entries "
+                    "WHERE session_id = ? AND entry_id = ?",
+                    (ref.session_id, request["entry_id"])).fetchone()
+        except (NotIndexed, OSError):
+            return {"status": "not-indexed"}
+        if row is None:
+            return {"status": "not-found"}
+        entry = dict(zip(("entry_id", "session_id", "type", "role", "timestamp", "excerpt"),
+                         row, strict=True))
+        entry["excerpt"] = excerpt(entry["excerpt"], 0, 20_000)
+        shown, excluded = self.policy.apply([entry], request.get("provider"))
+        return {"status": "ok" if shown else "withheld", "entry": shown[0] if shown else None,
+                "excluded": excluded}
+
+
+def _search_fields(request: Any) -> tuple[str, str, int]:
+    if not isinstance(request, dict):
+        raise RequestError("the request must be a JSON object")
+    text = request.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise RequestError("text must be a non-empty string")
+    scope = request.get("scope") or "branch"
+    if scope not in SCOPES:
+        raise RequestError(f"scope must be one of {', '.join(SCOPES)}")
+    limit = request.get("max_results", DEFAULT_RESULTS)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
+        raise RequestError("max_results must be an integer between 1 and 100")
+    if not request.get("session_file") and not (request.get("project")
+                                                and request.get("session_id")):
+        raise RequestError("name the session: session_file, or project and session_id")
+    return text[:200_000], scope, limit
+
+
+def _leaf(connection: apsw.Connection, session_id: str) -> str:
+    row = connection.execute("SELECT leaf_id FROM sessions WHERE session_id = ?",
+                             (session_id,)).fetchone()
+    if row is None or row[0] is None:
+        raise NotIndexed("session not indexed")
+    return row[0]
+
+
+def _result(item: Any, on_branch: set[str]) -> dict[str, Any]:
+    row = item.row
+    first = min(match.position for match in item.matches)
+    return {"entry_id": row.entry_id, "session_id": row.session_id, "role": row.role,
+            "timestamp": row.timestamp, "tier": item.tier, "score": item.score,
+            "reasons": item.reasons, "on_branch": row.entry_id in on_branch,
+            "excerpt": excerpt(row.text, first, 1200)}

@@ -1,0 +1,103 @@
+"""Scoring and ordering candidates with the specification's table.
+
+=======================  =========================================
+exact identifier         100 (tier ``identifier``)
+exact phrase              85 (tier ``phrase``)
+FTS match                 60 (tier ``other``)
+extra distinct matches    40 each for the 2nd and 3rd matched term
+active branch             15
+same file / symbol / error  12 / 10 / 12 per matched term of that kind
+user / assistant authority  8 / 5
+FTS order                0..6 (bm25 rank among the FTS hits)
+recency                  0..8 (newest candidate 8)
+token penalty            0..12 (12 at 3,000 tokens and beyond)
+=======================  =========================================
+
+Tiers come first (identifier, phrase, other), then score descending, timestamp
+descending, entry id. The non-topic parts (authority, FTS order, recency, length)
+add up to at most 22, so they can never outweigh one more matched topic term (40).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from query.candidates import Row
+from query.matching import Match
+from query.terms import ERROR_KINDS, FILE_KINDS, PHRASE, SYMBOL_KINDS
+
+TIERS = ("identifier", "phrase", "other")
+EXACT_IDENTIFIER, EXACT_PHRASE, FTS_MATCH = 100.0, 85.0, 60.0
+EXTRA_MATCH, MAX_EXTRA_MATCHES = 40.0, 2
+ACTIVE_BRANCH = 15.0
+SAME_FILE, SAME_SYMBOL, SAME_ERROR = 12.0, 10.0, 12.0
+AUTHORITY = {"user": 8.0, "assistant": 5.0}
+MAX_FTS_ORDER, MAX_RECENCY, MAX_TOKEN_PENALTY = 6.0, 8.0, 12.0
+TOKENS_FOR_FULL_PENALTY = 3000
+
+
+@dataclass
+class Ranked:
+    row: Row
+    matches: list[Match]
+    tier: str = "other"
+    score: float = 0.0
+    parts: list[tuple[str, float]] = field(default_factory=list)
+
+    def add(self, points: float, reason: str) -> None:
+        if points:
+            self.score += points
+            self.parts.append((reason, points))
+
+    @property
+    def reasons(self) -> list[str]:
+        """Each part of the score, e.g. ``exact identifier `X` +100``."""
+        return [f"{reason} {'+' if points > 0 else '-'}{abs(points):g}"
+                for reason, points in self.parts]
+
+
+def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: int) -> None:
+    """Fill in ``tier``, ``score`` and ``reasons`` (``matches`` must be non-empty)."""
+    literal = [m for m in item.matches if m.literal]
+    exact_ids = [m for m in literal if m.term.kind != PHRASE]
+    exact_phrases = [m for m in literal if m.term.kind == PHRASE]
+    if exact_ids:
+        item.tier = "identifier"
+        item.add(EXACT_IDENTIFIER, f"exact identifier {_quote(exact_ids[0].term.text)}")
+    elif exact_phrases:
+        item.tier = "phrase"
+        item.add(EXACT_PHRASE, f"exact phrase {_quote(exact_phrases[0].term.text)}")
+    else:
+        item.tier = "other"
+        item.add(FTS_MATCH, f"term match {_quote(item.matches[0].term.text)}")
+    distinct = len({m.term for m in item.matches})
+    extra = min(MAX_EXTRA_MATCHES, distinct - 1)
+    item.add(EXTRA_MATCH * extra, f"{extra} more matched term{'s' if extra > 1 else ''}")
+    if on_branch:
+        item.add(ACTIVE_BRANCH, "active branch")
+    for kinds, points, label in ((FILE_KINDS, SAME_FILE, "same file"),
+                                 (SYMBOL_KINDS, SAME_SYMBOL, "same symbol"),
+                                 (ERROR_KINDS, SAME_ERROR, "same error")):
+        count = len({m.term for m in literal if m.term.kind in kinds})
+        item.add(points * count, label if count == 1 else f"{label} ×{count}")
+    item.add(AUTHORITY.get(item.row.role or "", 0.0), f"{item.row.role} authority")
+    row = item.row
+    if row.fts_rank is not None and fts_hits > 0:
+        item.add(round(MAX_FTS_ORDER * (1 - row.fts_rank / fts_hits), 2), "FTS order")
+    span = newest - oldest
+    recency = MAX_RECENCY if span <= 0 else MAX_RECENCY * (row.seq - oldest) / span
+    item.add(round(recency, 2), "recency")
+    penalty = MAX_TOKEN_PENALTY * min(1.0, row.tokens / TOKENS_FOR_FULL_PENALTY)
+    item.add(-round(penalty, 2), "token cost")
+    item.score = round(item.score, 2)
+
+
+def sort_key(item: Ranked) -> tuple:
+    row = item.row
+    return (TIERS.index(item.tier), -item.score, -(row.ts_ms or 0), row.session_id, row.entry_id)
+
+
+def _quote(text: str) -> str:
+    # Reasons end up on one line of the evidence envelope: no line breaks, bounded.
+    flat = " ".join(text.split())
+    return "`" + (flat if len(flat) <= 80 else flat[:77] + "...") + "`"

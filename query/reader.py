@@ -1,0 +1,204 @@
+"""Read-only access to the project indexes, for a long-lived reader process.
+
+``IndexReader`` keeps one read-only connection per project and reopens it when
+``CURRENT`` points at a new generation (after ``lookback reindex``), so a server
+never answers from a replaced file for longer than one request. It also caches,
+per (file, session, leaf, epoch), the leaf's branch: a branch never changes once
+its leaf exists, unless the session is reset (its ``epoch`` moves).
+
+Connections are used for one short read transaction per call, so the WAL can be
+checkpointed behind them. Thread safety: one lock per project connection.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from index.layout import ProjectDir, find_project, project_dir
+from index.store import open_reader
+from index.tree import PathEntry, branch, context_entries
+from ingest.pipeline import peek_header
+
+BRANCH_CACHE_SIZE = 256
+HEADER_CACHE_SIZE = 1024
+
+
+class NotIndexed(LookupError):
+    """The project or session has no index (yet)."""
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """Which project and session a request is about."""
+
+    project: ProjectDir
+    session_id: str
+    file: str | None = None
+
+
+class ProjectConnection:
+    """One project's read-only connection and the lock serializing its use."""
+
+    def __init__(self, project: ProjectDir) -> None:
+        self.project = project
+        self.lock = threading.Lock()
+        self.path: Path | None = None
+        self.connection: apsw.Connection | None = None
+
+    def current(self) -> tuple[apsw.Connection, Path]:
+        """The connection to the live generation (reopened after a swap)."""
+        path = self.project.index_path()
+        if path is None or not path.exists():
+            raise NotIndexed("project not indexed")
+        if self.connection is None or path != self.path:
+            if self.connection is not None:
+                self.connection.close()
+            self.connection, self.path = open_reader(path), path
+        return self.connection, path
+
+
+class IndexReader:
+    """Shared, read-only view of every project index under ``home``."""
+
+    def __init__(self, home: Path, namespace: str = "") -> None:
+        self.home = Path(home)
+        self.namespace = namespace
+        self._projects: dict[str, ProjectConnection] = {}
+        self._lock = threading.Lock()
+        self._branches: OrderedDict[tuple, list[PathEntry]] = OrderedDict()
+        self._headers: OrderedDict[tuple, tuple[str, str]] = OrderedDict()
+        self.entries = EntryCache()
+
+    # -- naming -----------------------------------------------------------------
+
+    def resolve(self, *, session_file: str | None = None, project: str | None = None,
+                session_id: str | None = None) -> SessionRef:
+        """The project and session a request names (NotIndexed when unknown)."""
+        if session_file:
+            header_session, cwd = self._header(session_file)
+            found = project_dir(self.home, cwd, self.namespace)
+            if found.index_path() is None:
+                raise NotIndexed("project not indexed")
+            return SessionRef(found, session_id or header_session, session_file)
+        if project and session_id:
+            try:
+                return SessionRef(find_project(self.home, project, self.namespace), session_id)
+            except LookupError:
+                raise NotIndexed("project not indexed") from None
+        raise NotIndexed("no session named")
+
+    def _header(self, session_file: str) -> tuple[str, str]:
+        # Pi may rewrite a file in place, but never changes its session id or cwd.
+        key = (session_file, os.stat(session_file).st_ino)
+        with self._lock:
+            if key in self._headers:
+                self._headers.move_to_end(key)
+                return self._headers[key]
+        found = peek_header(Path(session_file))
+        with self._lock:
+            self._headers[key] = found
+            while len(self._headers) > HEADER_CACHE_SIZE:
+                self._headers.popitem(last=False)
+        return found
+
+    # -- connections ------------------------------------------------------------
+
+    def project_connection(self, project: ProjectDir) -> ProjectConnection:
+        with self._lock:
+            holder = self._projects.get(project.name)
+            if holder is None:
+                holder = self._projects[project.name] = ProjectConnection(project)
+            return holder
+
+    # -- tree -------------------------------------------------------------------
+
+    def branch(self, connection: apsw.Connection, path: Path, session_id: str,
+               leaf_id: str) -> list[PathEntry]:
+        """The leaf's branch (root first), cached while the session is not reset."""
+        row = connection.execute(
+            "SELECT epoch FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise NotIndexed("session not indexed")
+        key = (str(path), session_id, leaf_id, row[0])
+        with self._lock:
+            cached = self._branches.get(key)
+            if cached is not None:
+                self._branches.move_to_end(key)
+                return cached
+        found = self._extend_cached(connection, path, session_id, leaf_id, row[0])
+        with self._lock:
+            self._branches[key] = found
+            while len(self._branches) > BRANCH_CACHE_SIZE:
+                self._branches.popitem(last=False)
+        return found
+
+    def _extend_cached(self, connection: apsw.Connection, path: Path, session_id: str,
+                       leaf_id: str, epoch: int) -> list[PathEntry]:
+        """Walk up from the leaf a few steps looking for a cached ancestor's branch.
+
+        Pi appends a few entries per turn, so the previous turn's leaf is usually
+        a close ancestor: extending its cached branch costs a few lookups instead
+        of a walk to the root.
+        """
+        steps: list[PathEntry] = []
+        current: str | None = leaf_id
+        for _ in range(64):
+            if current is None:
+                break
+            with self._lock:
+                cached = self._branches.get((str(path), session_id, current, epoch))
+            if cached is not None:
+                return [*cached, *reversed(steps)]
+            row = connection.execute(
+                "SELECT rowid, entry_id, type, first_kept_id, parent_id, seq FROM entries "
+                "WHERE session_id = ? AND entry_id = ?", (session_id, current)).fetchone()
+            if row is None:
+                break
+            steps.append(PathEntry(row[0], row[1], row[2], row[3], row[5]))
+            current = row[4]
+        return branch(connection, session_id, leaf_id)
+
+    def context(self, path_entries: list[PathEntry]) -> list[PathEntry]:
+        return context_entries(path_entries)
+
+    def close(self) -> None:
+        with self._lock:
+            for holder in self._projects.values():
+                if holder.connection is not None:
+                    holder.connection.close()
+            self._projects.clear()
+
+
+class EntryCache:
+    """Bounded memo of what the reader derives from immutable rows.
+
+    A row's text never changes under its rowid in one index file (a replaced entry
+    gets a new rowid), so its privacy classification and its verified matches for
+    a given query can be kept while the file is live. Pi asks about the same user
+    message before every model call of a tool loop; this makes those calls cheap.
+    """
+
+    def __init__(self, max_items: int = 50_000) -> None:
+        self.max_items = max_items
+        self._items: OrderedDict[tuple, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> object | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: tuple, value: object) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)

@@ -1,0 +1,327 @@
+"""The retrieval pipeline, step by step as the specification numbers it.
+
+``Retriever.retrieve(request)`` reads only committed index state and never waits
+for ingestion. Steps: (1) latest real user message, (2) terms, (3) literal search,
+(4) FTS5 ``bm25`` search, (5) merge by entry key, (6) drop rows in context and
+(7) off the branch — both in SQL, before any LIMIT — and verify each lexical row's
+match, (8) rank, (9) deduplicate, (10) bounded evidence messages, privacy policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from index.store import read_meta
+from index.tree import PathEntry
+from query.candidates import Row, Scope, count_fts, fts_search, literal_search
+from query.evidence import envelope, evidence_message, excerpt, message_tokens
+from query.fts_query import build_fts_query
+from query.matching import Match, TermMatcher
+from query.privacy import Classification, PrivacyPolicy, classify
+from query.ranking import Ranked, score, sort_key
+from query.reader import EntryCache, IndexReader, NotIndexed
+from query.request import RetrievalRequest
+from query.terms import QueryTerms, extract_terms
+
+log = logging.getLogger("lookback.query")
+
+#: Rows fetched per literal and for the FTS query, as multiples of ``max_results``
+#: (with a floor); the scope filters apply before these limits.
+LITERAL_FACTOR, LITERAL_FLOOR = 2, 24
+FTS_FACTOR, FTS_FLOOR = 4, 48
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The entries automatic retrieval may return for this request, as SQL scopes."""
+
+    scope: Scope  # on the branch and not in context
+    ids: frozenset[str]
+    context_scope: Scope  # on the branch and in context (for diagnostics)
+
+
+class Retriever:
+    def __init__(self, reader: IndexReader, policy: PrivacyPolicy | None = None) -> None:
+        self.reader = reader
+        self.policy = policy or PrivacyPolicy()
+
+    def retrieve(self, request: RetrievalRequest) -> dict[str, Any]:
+        started = time.perf_counter()
+        diagnostics: dict[str, Any] = {"warnings": []}
+        if request.message is None:
+            return _answer("no-query", None, diagnostics, started)
+        terms = extract_terms(request.message)
+        if not terms.has_topic:
+            return _answer("no-query", terms, diagnostics, started)
+        try:
+            ref = self.reader.resolve(session_file=request.session_file,
+                                      project=request.project, session_id=request.session_id)
+            holder = self.reader.project_connection(ref.project)
+        except (NotIndexed, OSError):
+            return _answer("not-indexed", terms, diagnostics, started)
+        with holder.lock:
+            try:
+                connection, path = holder.current()
+                return self._retrieve(connection, path, ref.session_id, request, terms,
+                                      diagnostics, started)
+            except NotIndexed:
+                return _answer("not-indexed", terms, diagnostics, started)
+
+    def _retrieve(self, connection: apsw.Connection, path: Any, session_id: str,
+                  request: RetrievalRequest, terms: QueryTerms, diagnostics: dict[str, Any],
+                  started: float) -> dict[str, Any]:
+        with connection:  # one read snapshot, short
+            diagnostics["index_watermark"] = int(read_meta(connection, "applied_seq") or 0)
+            allowed = self._allowed(connection, path, session_id, request)
+            scope = allowed.scope
+            literal_limit = max(LITERAL_FLOOR, LITERAL_FACTOR * request.max_results)
+            fts_limit = max(FTS_FLOOR, FTS_FACTOR * request.max_results)
+            try:
+                rows = self._literal_rows(connection, terms, scope, literal_limit)
+            except apsw.Error as error:
+                diagnostics["warnings"].append(f"exact search failed: {type(error).__name__}")
+                return _answer("disabled", terms, diagnostics, started)
+            fts_query = build_fts_query(terms)
+            fts_rows: list[Row] = []
+            if fts_query is not None:
+                try:
+                    fts_rows = fts_search(connection, fts_query, scope, fts_limit)
+                    diagnostics["in_context_removed"] = count_fts(
+                        connection, fts_query, allowed.context_scope)
+                except apsw.Error as error:
+                    diagnostics["warnings"].append(f"FTS search failed: {type(error).__name__}")
+        merged = _merge(rows, fts_rows)
+        diagnostics["candidates"] = len(merged)
+        matcher = CachedMatcher(terms, self.reader.entries, str(path))
+        ranked = verify_and_rank(merged, matcher, allowed.ids, len(fts_rows), diagnostics)
+        unique = _deduplicate(ranked, diagnostics)
+        evidence, excluded = self._evidence(unique, request, str(path), diagnostics)
+        return _answer("ok", terms, diagnostics, started, evidence, excluded)
+
+    # -- steps 6 and 7: what may be returned -------------------------------------
+
+    def _allowed(self, connection: apsw.Connection, path: Any, session_id: str,
+                 request: RetrievalRequest) -> Allowed:
+        """Steps 6 and 7 as SQL scopes: the branch minus the entries in context.
+
+        ``branch_ids``/``context_ids`` from the caller are authoritative; otherwise
+        both come from the index for the leaf. The result is cached per leaf and
+        inputs, since every call of a tool loop asks about the same branch.
+        """
+        leaf = request.leaf_id or (request.branch_ids[-1] if request.branch_ids else None)
+        if leaf is None:
+            row = connection.execute("SELECT leaf_id FROM sessions WHERE session_id = ?",
+                                     (session_id,)).fetchone()
+            if row is None or row[0] is None:
+                raise NotIndexed("session not indexed")
+            leaf = row[0]
+        branch = self.reader.branch(connection, path, session_id, leaf)
+        key = ("allowed", str(path), session_id, leaf, id(branch),
+               request.branch_ids, request.context_ids)
+        cached = self.reader.entries.get(key)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        if request.branch_ids is not None and [e.entry_id for e in branch] != list(
+                request.branch_ids):
+            branch = _entries_for(connection, session_id, request.branch_ids)
+        if request.context_ids is not None:
+            context_ids = set(request.context_ids)
+        else:
+            context_ids = {e.entry_id for e in self.reader.context(branch)}
+        on_branch = [e for e in branch if e.entry_id not in context_ids]
+        allowed = Allowed(
+            scope=Scope(session_id, frozenset((e.seq, e.rowid) for e in on_branch)),
+            ids=frozenset(e.entry_id for e in on_branch),
+            context_scope=Scope(session_id, frozenset(
+                (e.seq, e.rowid) for e in branch if e.entry_id in context_ids)),
+        )
+        self.reader.entries.put(key, allowed)
+        return allowed
+
+    # -- steps 3 to 5 -------------------------------------------------------------
+
+    @staticmethod
+    def _literal_rows(connection: apsw.Connection, terms: QueryTerms, scope: Scope,
+                      limit: int) -> list[Row]:
+        found: list[Row] = []
+        for term in terms.literals:
+            for row in literal_search(connection, term.text, scope, limit):
+                row.literal_hits.add(term.text)
+                found.append(row)
+        return found
+
+    # -- step 10 ------------------------------------------------------------------
+
+    def _evidence(self, ranked: list[Ranked], request: RetrievalRequest, index_file: str,
+                  diagnostics: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+        """Steps 10: bounded evidence, within the token budget and the privacy policy.
+
+        Each source is classified whole (all of its indexed text, not only the
+        excerpt), so a secret just outside the excerpt still withholds it.
+        """
+        budget = request.max_retrieved_history_tokens
+        ceiling = self.policy.max_for(request.provider)
+        used, evidence, excluded = 0, [], []
+        for item in ranked:
+            if len(evidence) >= request.max_results:
+                break
+            level = self._classification(index_file, item.row)
+            built = _build_item(item, level.label)
+            if level > ceiling:
+                excluded.append(_excluded(built, f"privacy: {level.label} exceeds "
+                                          f"{ceiling.label} for this provider"))
+                continue
+            if used + built["tokens"] > budget:
+                excluded.append(_excluded(built, "retrieval budget"))
+                continue
+            evidence.append(built)
+            used += built["tokens"]
+        diagnostics["tokens_used"] = used
+        return evidence, excluded
+
+    def _classification(self, index_file: str, row: Row) -> Classification:
+        key = ("classification", index_file, row.rowid)
+        level = self.reader.entries.get(key)
+        if level is None:
+            level = classify(row.text)
+            self.reader.entries.put(key, level)
+        return level  # type: ignore[return-value]
+
+
+class CachedMatcher:
+    """``TermMatcher`` with per-row results memoized for this query's terms."""
+
+    def __init__(self, terms: QueryTerms, cache: EntryCache, index_file: str) -> None:
+        self.matcher = TermMatcher(terms)
+        self.cache = cache
+        self.prefix = ("matches", index_file, tuple(terms))
+
+    def match(self, row: Row) -> list[Match]:
+        key = (*self.prefix, row.rowid)
+        found = self.cache.get(key)
+        if found is None:
+            found = self.matcher.match(row.text)
+            self.cache.put(key, found)
+        return found  # type: ignore[return-value]
+
+
+def verify_and_rank(rows: list[Row], matcher: CachedMatcher, allowed_ids: frozenset[str] | None,
+                    fts_hits: int, diagnostics: dict[str, Any]) -> list[Ranked]:
+    """Steps 7 (verification) and 8: keep rows with a verified match, score, order.
+
+    ``allowed_ids`` None skips the defensive branch check (explicit project search).
+    """
+    ranked: list[Ranked] = []
+    rejected_branch = unverified = 0
+    for row in rows:
+        if allowed_ids is not None and row.entry_id not in allowed_ids:
+            rejected_branch += 1  # defensive: SQL already filtered the branch
+            continue
+        matches = matcher.match(row)
+        if not matches:
+            unverified += 1
+            continue
+        ranked.append(Ranked(row, matches))
+    if ranked:
+        oldest = min(item.row.seq for item in ranked)
+        newest = max(item.row.seq for item in ranked)
+        for item in ranked:
+            score(item, on_branch=True, fts_hits=fts_hits, oldest=oldest, newest=newest)
+    ranked.sort(key=sort_key)
+    diagnostics["alternate_branch_candidates"] = rejected_branch
+    diagnostics["unverified_rejected"] = unverified
+    return ranked
+
+
+def _entries_for(connection: apsw.Connection, session_id: str,
+                 entry_ids: tuple[str, ...]) -> list[PathEntry]:
+    """The indexed entries among caller-given ids (ids the index lacks are skipped)."""
+    import json
+
+    rows = connection.execute(
+        "SELECT rowid, entry_id, type, first_kept_id, seq FROM entries "
+        "WHERE session_id = ? AND entry_id IN (SELECT value FROM json_each(?))",
+        (session_id, json.dumps(list(entry_ids))),
+    ).fetchall()
+    return [PathEntry(*row) for row in rows]
+
+
+def _merge(*groups: list[Row]) -> list[Row]:
+    """One row per entry key; literal hits and FTS rank combined."""
+    merged: dict[tuple[str, str], Row] = {}
+    for rows in groups:
+        for row in rows:
+            key = (row.session_id, row.entry_id)
+            seen = merged.get(key)
+            if seen is None:
+                merged[key] = row
+                continue
+            seen.literal_hits |= row.literal_hits
+            if row.fts_rank is not None and seen.fts_rank is None:
+                seen.bm25, seen.fts_rank = row.bm25, row.fts_rank
+    return list(merged.values())
+
+
+def _deduplicate(ranked: list[Ranked], diagnostics: dict[str, Any]) -> list[Ranked]:
+    """Keep the first (higher-ranked, then newer) of identical normalized texts."""
+    seen: set[str] = set()
+    unique: list[Ranked] = []
+    for item in ranked:
+        key = item.row.text_hash or item.row.text
+        if key in seen:
+            continue
+        seen.add(key)
+        unique.append(item)
+    diagnostics["deduplicated"] = len(ranked) - len(unique)
+    return unique
+
+
+def _build_item(item: Ranked, classification: str) -> dict[str, Any]:
+    row = item.row
+    first = min(match.position for match in item.matches)
+    quoted = excerpt(row.text, first)
+    text = envelope(session_id=row.session_id, entry_id=row.entry_id, timestamp=row.timestamp,
+                    role=row.role, score=item.score, reasons=item.reasons, quoted=quoted)
+    return {
+        "entry_id": row.entry_id,
+        "session_id": row.session_id,
+        "role": row.role,
+        "timestamp": row.timestamp,
+        "tier": item.tier,
+        "score": item.score,
+        "reasons": list(item.reasons),
+        "tokens": message_tokens(text),
+        "classification": classification,
+        "group_id": f"retrieval:{row.session_id}:{row.entry_id}",
+        "excerpt": quoted,
+        "message": evidence_message(text, row.ts_ms),
+    }
+
+
+def _excluded(item: dict[str, Any], reason: str) -> dict[str, Any]:
+    return {"source": f"{item['session_id']}:{item['entry_id']}", "entry_id": item["entry_id"],
+            "session_id": item["session_id"], "classification": item["classification"],
+            "reason": reason}
+
+
+def _answer(status: str, terms: QueryTerms | None, diagnostics: dict[str, Any],
+            started: float, evidence: list[dict] | None = None,
+            excluded: list[dict] | None = None) -> dict[str, Any]:
+    latency_ms = round((time.perf_counter() - started) * 1000, 3)
+    diagnostics["latency_ms"] = latency_ms
+    evidence = evidence or []
+    log.info("retrieve status=%s terms=%d evidence=%d excluded=%d latency_ms=%.3f",
+             status, len(terms) if terms else 0, len(evidence), len(excluded or []), latency_ms)
+    return {
+        "status": status,
+        "query": terms.by_kind() if terms else {},
+        "evidence": evidence,
+        "retrieved_event_ids": [f"{e['session_id']}:{e['entry_id']}" for e in evidence],
+        "excluded": excluded or [],
+        "diagnostics": diagnostics,
+    }
