@@ -1,0 +1,173 @@
+"""Every endpoint of `lookback serve`, over real HTTP, on the indexed compacted session."""
+
+from __future__ import annotations
+
+import json
+
+from query.messages import EVIDENCE_HEADER
+
+from .conftest import EARLY_USER_TEXT, PROMPT, SESSION_ID, retrieve_body
+
+
+def test_retrieve_returns_the_compacted_away_turns_as_evidence(serve, session_file):
+    client = serve()
+    answer = client.post("/v1/retrieve", retrieve_body(session_file))
+
+    assert answer.status == 200
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.body["status"] == "ok"
+    ids = [item["entry_id"] for item in answer.body["evidence"]]
+    # a1000001/a1000002 were compacted away; a1000003 onward is still in context.
+    assert set(ids) == {"a1000001", "a1000002"}
+    for item in answer.body["evidence"]:
+        assert item["session_id"] == SESSION_ID
+        text = item["message"]["content"][0]["text"]
+        assert text.startswith(EVIDENCE_HEADER)
+        assert f"Source entry: {item['entry_id']}" in text
+    user_item = next(i for i in answer.body["evidence"] if i["entry_id"] == "a1000001")
+    assert json.dumps(EARLY_USER_TEXT) in user_item["message"]["content"][0]["text"]
+
+
+def test_search_and_source(serve, session_file):
+    client = serve()
+    found = client.post("/v1/search", {"text": "setThinkingLevel", "session_file": str(session_file),
+                                       "scope": "session"})
+    assert found.status == 200
+    assert "a1000004" in [row["entry_id"] for row in found.body["results"]]
+
+    source = client.post("/v1/source", {"session_file": str(session_file),
+                                        "entry_id": "a1000001"})
+    assert source.status == 200
+    assert EARLY_USER_TEXT in json.dumps(source.body)
+
+
+def test_plan_places_evidence_before_the_prompt_and_records_it(serve, session_file):
+    client = serve()
+    evidence = client.post("/v1/retrieve", retrieve_body(session_file)).body["evidence"]
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "how do we set things?"}],
+         "timestamp": 1},
+        {"role": "assistant", "content": [{"type": "text", "text": "Good catch."}],
+         "timestamp": 2},
+        {"role": "user", "content": [{"type": "text", "text": PROMPT}], "timestamp": 3},
+    ]
+    # A budget that fits only the first (best-ranked) evidence item.
+    budget = evidence[0]["tokens"] + 5
+    planned = client.post("/v1/plan", {"messages": messages, "evidence": evidence,
+                                       "max_retrieved_history_tokens": budget})
+
+    assert planned.status == 200
+    final = planned.body["messages"]
+    assert final[:2] == messages[:2] and final[-1] == messages[-1]
+    assert final[2] == evidence[0]["message"]
+    assert len(final) == 4
+    assert [e["entry_id"] for e in planned.body["excluded"]] == [evidence[1]["entry_id"]]
+
+    client.app.manifests.flush()
+    latest = client.get(f"/v1/manifest?session_id={SESSION_ID}").body["entries"][-1]
+    assert latest["planner"]["included"] == 1
+    planner_excluded = [e for e in latest["excluded"] if e["stage"] == "planner"]
+    assert [e["entry_id"] for e in planner_excluded] == [evidence[1]["entry_id"]]
+    assert planner_excluded[0]["reason"].startswith("retrieval budget full")
+    included = [i["entry_id"] for i in latest["items"] if i["included"]]
+    assert included == [evidence[0]["entry_id"]]
+
+
+def test_plan_rejects_a_bad_budget(serve):
+    client = serve()
+    answer = client.post("/v1/plan", {"messages": [], "evidence": [],
+                                      "max_retrieved_history_tokens": -1})
+    assert answer.status == 400
+    assert answer.body["error"]["code"] == "invalid-request"
+
+
+def test_health_lists_the_project(serve, session_file, project_cwd):
+    answer = serve().get("/v1/health")
+    assert answer.status == 200
+    assert answer.body["status"] == "ok"
+    [project] = answer.body["projects"]
+    assert project["cwd"] == str(project_cwd)
+    assert project["entries"] == 7
+
+
+def test_manifest_records_ids_scores_and_no_text(serve, session_file):
+    client = serve()
+    evidence = client.post("/v1/retrieve", retrieve_body(session_file)).body["evidence"]
+    client.app.manifests.flush()
+
+    answer = client.get(f"/v1/manifest?session_id={SESSION_ID}")
+    assert answer.status == 200
+    [record] = answer.body["entries"]
+    assert record["kind"] == "retrieval"
+    assert record["retrievedEventIds"] == [f"{SESSION_ID}:{e['entry_id']}" for e in evidence]
+    for item, original in zip(record["items"], evidence, strict=True):
+        assert item["entry_id"] == original["entry_id"]
+        assert item["score"] == original["score"]
+        assert item["tokens"] == original["tokens"]
+        assert item["classification"] == original["classification"]
+        assert item["group_id"] == original["group_id"]
+        assert item["reason"]
+    assert record["diagnostics"]["candidates"] >= 2
+    dumped = json.dumps(record)
+    for text in ("AgentSession.messages", "AppMessage", "Message[]", "refactor"):
+        assert text not in dumped
+
+
+def test_manifest_of_an_unknown_session_is_empty_and_needs_an_id(serve):
+    client = serve()
+    assert client.get("/v1/manifest?session_id=nope").body["entries"] == []
+    assert client.get("/v1/manifest").status == 400
+
+
+def test_nudge_in_embedded_mode_writes_nothing_by_default(serve, session_file, home):
+    client = serve()
+    before = sorted(p.name for p in home.rglob("*"))
+    answer = client.post("/v1/nudge", {"session_file": str(session_file)})
+    assert answer.status == 202
+    assert answer.body == {"status": "embedded"}
+    assert sorted(p.name for p in home.rglob("*")) == before
+
+
+def test_nudge_can_index_the_session_inline(serve, session_file):
+    client = serve(server__index_on_nudge=True)
+    entry = {"type": "message", "id": "a1000008", "parentId": "a1000007",
+             "timestamp": "2025-12-08T23:04:00.000Z",
+             "message": {"role": "user", "content": [{"type": "text",
+                         "text": "remember the flag --frobnicate-widgets"}], "timestamp": 2}}
+    with open(session_file, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(entry) + "\n")
+
+    answer = client.post("/v1/nudge", {"session_file": str(session_file)})
+    assert answer.status == 200
+    assert answer.body == {"status": "indexed", "entries": 1}
+    found = client.post("/v1/search", {"text": "--frobnicate-widgets", "scope": "session",
+                                       "session_file": str(session_file)})
+    assert [r["entry_id"] for r in found.body["results"]] == ["a1000008"]
+
+
+def test_errors_are_json_objects(serve, session_file):
+    client = serve()
+    unknown = client.get("/v2/whatever")
+    assert unknown.status == 404 and unknown.body["error"]["code"] == "not-found"
+    wrong_method = client.get("/v1/retrieve")
+    assert wrong_method.status == 405
+    malformed = client.post("/v1/retrieve", raw=b'{"session_file": ')
+    assert malformed.status == 400 and malformed.body["error"]["code"] == "malformed-json"
+    not_object = client.post("/v1/retrieve", [1, 2])
+    assert not_object.status == 400 and not_object.body["error"]["code"] == "invalid-request"
+    no_session = client.post("/v1/retrieve", {"message": PROMPT})
+    assert no_session.status == 400 and no_session.body["error"]["code"] == "invalid-request"
+    relative = client.post("/v1/nudge", {"session_file": "relative.jsonl"})
+    assert relative.status == 400
+    # The connection still works after each error.
+    assert client.post("/v1/retrieve", retrieve_body(session_file)).status == 200
+
+
+def test_request_over_the_size_limit_is_refused(serve, session_file):
+    client = serve(server__max_request_bytes=2000)
+    big = retrieve_body(session_file, message=PROMPT + " x" * 2000)
+    answer = client.post("/v1/retrieve", big)
+    assert answer.status == 413
+    assert answer.body["error"]["code"] == "too-large"
+    assert answer.headers["connection"] == "close"
+    assert client.post("/v1/retrieve", retrieve_body(session_file)).status == 200
