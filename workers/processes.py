@@ -74,7 +74,7 @@ def supervise(groups_: Sequence[Group], environ: dict[str, str]) -> int:
 def _stop(children: list[subprocess.Popen], signum: int, grace: float = 30.0) -> int:
     for child in children:
         if child.poll() is None:
-            os.killpg(child.pid, signum)  # dramatiq's master stops its workers cleanly
+            os.kill(child.pid, signum)  # dramatiq's master stops its workers cleanly
     deadline = time.monotonic() + grace
     for child in children:
         try:

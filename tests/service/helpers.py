@@ -135,7 +135,7 @@ class WorkerProcess:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            os.kill(self.process.pid, signal.SIGTERM)  # the master stops its workers
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
