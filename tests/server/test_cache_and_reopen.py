@@ -1,0 +1,80 @@
+"""The answer cache: hits for repeated inputs, invalidated by new index commits and by a
+reindex swap (after which the server answers from the new generation file)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from index.layout import find_project
+from index.rebuild import rebuild
+from lookback.cli import main
+from tests.support import index_paths
+
+from .conftest import retrieve_body
+
+
+def retrieve(app, body: dict) -> tuple[int, dict, dict]:
+    status, payload, fields = app.handle("POST", "/v1/retrieve", None, json.dumps(body).encode())
+    return status, json.loads(payload), fields
+
+
+def append_user_entry(session_file: Path, entry_id: str, parent: str, text: str) -> None:
+    entry = {"type": "message", "id": entry_id, "parentId": parent,
+             "timestamp": "2025-12-08T23:05:00.000Z",
+             "message": {"role": "user", "content": [{"type": "text", "text": text}],
+                         "timestamp": 1765235100000}}
+    with open(session_file, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(entry) + "\n")
+
+
+def test_repeated_request_is_a_cache_hit_with_the_same_answer(app, session_file):
+    first = retrieve(app, retrieve_body(session_file))
+    second = retrieve(app, retrieve_body(session_file))
+    assert first[2]["cache"] == "miss" and second[2]["cache"] == "hit"
+    assert second[1] == first[1]
+    other = retrieve(app, retrieve_body(session_file, message="`setThinkingLevel` again?"))
+    assert other[2]["cache"] == "miss"
+    with_leaf = retrieve(app, retrieve_body(session_file, leaf_id="a1000004"))
+    assert with_leaf[2]["cache"] == "miss"
+
+
+def test_new_entries_invalidate_the_cache(app, home, session_file):
+    before = retrieve(app, retrieve_body(session_file))
+    assert retrieve(app, retrieve_body(session_file))[2]["cache"] == "hit"
+
+    append_user_entry(session_file, "a1000008", "a1000007", "unrelated note about lunch")
+    assert index_paths(home, session_file).read.entries == 1
+
+    after = retrieve(app, retrieve_body(session_file))
+    assert after[2]["cache"] == "miss"
+    assert after[1]["diagnostics"]["index_watermark"] > before[1]["diagnostics"][
+        "index_watermark"]
+    assert retrieve(app, retrieve_body(session_file))[2]["cache"] == "hit"
+
+
+def test_reindex_swap_is_picked_up(app, home, session_file, project_cwd):
+    before = retrieve(app, retrieve_body(session_file))
+    project = find_project(home, str(project_cwd))
+    old_generation = project.current_generation()
+
+    report = rebuild(project)
+    assert project.current_generation() == old_generation + 1
+    assert report is not None
+
+    after = retrieve(app, retrieve_body(session_file))
+    assert after[2]["cache"] == "miss"  # new generation file: new watermark
+    assert [e["entry_id"] for e in after[1]["evidence"]] == \
+        [e["entry_id"] for e in before[1]["evidence"]]
+    holder = app.reader.project_connection(project)
+    assert holder.path == project.generation_path(old_generation + 1)
+
+
+def test_lookback_reindex_command_under_a_live_server(serve, home, session_file, capsys):
+    client = serve()
+    first = client.post("/v1/retrieve", retrieve_body(session_file))
+    assert main(["--home", str(home), "reindex"]) == 0
+    capsys.readouterr()
+    again = client.post("/v1/retrieve", retrieve_body(session_file))
+    assert again.status == 200
+    assert again.body["evidence"] == first.body["evidence"]
