@@ -12,9 +12,16 @@ from typing import Any
 
 from index.layout import ProjectDir, ProjectNotFound, find_project
 from index.store import IndexUnavailable, open_reader, read_meta
+from lookback.errors import UserError
 from lookback.settings import Settings
 from workers.apply import CURSOR_META
-from workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig, redis_client
+from workers.config import (
+    BACKGROUND_QUEUE,
+    INDEX_QUEUE,
+    ServiceConfig,
+    ServiceNotConfigured,
+    redis_client,
+)
 from workers.log import START, id_millis
 from workers.nudge import request_rebuild
 from workers.reindex import mark_queued
@@ -23,12 +30,12 @@ from workers.sink import RedisSink
 
 def queue_sink(settings: Settings) -> RedisSink:
     """The sink ``lookback index --queue`` and ``lookback watch`` publish through."""
-    return RedisSink(ServiceConfig.from_settings(settings))
+    return RedisSink(_config(settings))
 
 
 def enqueue_rebuilds(settings: Settings, projects: Iterable[ProjectDir]) -> int:
     """Queue a background rebuild of each project; returns how many were queued."""
-    config = ServiceConfig.from_settings(settings)
+    config = _config(settings)
     client = redis_client(config)
     count = 0
     try:
@@ -43,10 +50,18 @@ def enqueue_rebuilds(settings: Settings, projects: Iterable[ProjectDir]) -> int:
 
 def service_status(settings: Settings, report: dict[str, Any]) -> None:
     """Add ``service_*`` keys to each project of ``report`` and per-queue figures."""
-    config = ServiceConfig.from_settings(settings)
+    import redis
+
+    config = _config(settings)
     client = redis_client(config)
+    report["redis"] = {"url": _redact(config.redis_url), "prefix": config.prefix}
     try:
         now_ms = _millis(client)
+    except redis.RedisError as error:
+        report["redis"]["error"] = f"unreachable ({error.__class__.__name__})"
+        client.close()
+        return
+    try:
         known = {p["project"] for p in report["projects"]}
         for raw in sorted(client.hkeys(config.projects_key)):
             name = raw.decode()
@@ -59,9 +74,15 @@ def service_status(settings: Settings, report: dict[str, Any]) -> None:
             project.update(project_figures(config, client, project, now_ms))
         report["queues"] = {queue: queue_figures(config, client, queue)
                             for queue in (INDEX_QUEUE, BACKGROUND_QUEUE)}
-        report["redis"] = {"url": _redact(config.redis_url), "prefix": config.prefix}
     finally:
         client.close()
+
+
+def _config(settings: Settings) -> ServiceConfig:
+    try:
+        return ServiceConfig.from_settings(settings)
+    except ServiceNotConfigured as error:
+        raise UserError(str(error)) from None
 
 
 def project_figures(config: ServiceConfig, client: Any, project: dict[str, Any],
