@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from query.messages import EVIDENCE_HEADER
+from query.messages import EVIDENCE_HEADER, estimate_message_tokens
 
 from .conftest import EARLY_USER_TEXT, PROMPT, SESSION_ID, retrieve_body
 
@@ -30,8 +30,8 @@ def test_retrieve_returns_the_compacted_away_turns_as_evidence(serve, session_fi
 
 def test_search_and_source(serve, session_file):
     client = serve()
-    found = client.post("/v1/search", {"text": "setThinkingLevel", "session_file": str(session_file),
-                                       "scope": "session"})
+    found = client.post("/v1/search", {"text": "setThinkingLevel", "scope": "session",
+                                       "session_file": str(session_file)})
     assert found.status == 200
     assert "a1000004" in [row["entry_id"] for row in found.body["results"]]
 
@@ -52,7 +52,7 @@ def test_plan_places_evidence_before_the_prompt_and_records_it(serve, session_fi
         {"role": "user", "content": [{"type": "text", "text": PROMPT}], "timestamp": 3},
     ]
     # A budget that fits only the first (best-ranked) evidence item.
-    budget = evidence[0]["tokens"] + 5
+    budget = max(evidence[0]["tokens"], estimate_message_tokens(evidence[0]["message"]))
     planned = client.post("/v1/plan", {"messages": messages, "evidence": evidence,
                                        "max_retrieved_history_tokens": budget})
 
