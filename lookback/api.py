@@ -41,7 +41,7 @@ def retrieve(request: dict[str, Any], *, settings: Settings | None = None,
     settings = settings or load_settings()
     parsed = parse_request(request, settings.section("retrieval"))
     reader = reader or default_reader(settings)
-    policy = PrivacyPolicy.from_settings(settings.section("privacy"))
+    policy = PrivacyPolicy.from_settings({"privacy": settings.section("privacy")})
     return Retriever(reader, policy).retrieve(parsed)
 
 

@@ -36,7 +36,7 @@ def describe(error: BaseException) -> tuple[str | None, int]:
         return str(error), 1
     if isinstance(error, apsw.FullError):
         return "the disk is full; the index is unchanged since its last complete batch", 1
-    if isinstance(error, apsw.ReadOnlyError | apsw.CantOpenError | apsw.PermError):
+    if isinstance(error, apsw.ReadOnlyError | apsw.CantOpenError | apsw.PermissionsError):
         return f"cannot write the index ({error.__class__.__name__}): check permissions", 1
     if isinstance(error, apsw.BusyError):
         return "the index is busy (another writer); try again", 1

@@ -1,0 +1,43 @@
+"""``lookback retrieve``: the retrieval contract on stdin/stdout.
+
+Reads one request JSON object on stdin, writes the response JSON on stdout. A bad
+request prints an error object and exits 2; the reader never writes anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from lookback.api import RequestError, retrieve
+from lookback.commands.common import load
+
+MAX_STDIN_BYTES = 64 * 1024 * 1024
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "retrieve", help="answer one retrieval request (JSON on stdin, JSON on stdout)",
+        description="Read a retrieval request (see DESIGN.md, 'Retrieval contract') as "
+                    "JSON on stdin and print the response as JSON.")
+    parser.add_argument("--pretty", action="store_true", help="indent the JSON output")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load(args)
+    raw = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    try:
+        if len(raw) > MAX_STDIN_BYTES:
+            raise RequestError("the request is larger than 64 MiB")
+        try:
+            request = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise RequestError("the request is not valid JSON") from None
+        response = retrieve(request, settings=settings)
+    except RequestError as error:
+        print(json.dumps(error.to_dict()))
+        return 2
+    print(json.dumps(response, ensure_ascii=False, indent=2 if args.pretty else None))
+    return 0

@@ -1,0 +1,58 @@
+"""``lookback search TEXT``: explicit history search with a chosen scope."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from lookback.api import RequestError, search
+from lookback.commands.common import load
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "search", help="search a session's history (branch, session or project scope)",
+        description="Search earlier entries with the same extraction and ranking as "
+                    "automatic retrieval; the scope is explicit (default: the current "
+                    "branch of the session).")
+    parser.add_argument("text", help="what to look for")
+    parser.add_argument("--session-file", help="the Pi session file (names project and session)")
+    parser.add_argument("--project", help="project folder name or cwd (with --session-id)")
+    parser.add_argument("--session-id", help="session id (with --project)")
+    parser.add_argument("--scope", choices=("branch", "session", "project"), default="branch")
+    parser.add_argument("--leaf-id", help="the branch's leaf (default: the session's last entry)")
+    parser.add_argument("--max-results", type=int, default=20)
+    parser.add_argument("--json", action="store_true", help="print JSON (default off a terminal)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load(args)
+    request = {"text": args.text, "scope": args.scope, "max_results": args.max_results,
+               "leaf_id": args.leaf_id, "project": args.project, "session_id": args.session_id,
+               "session_file": os.path.abspath(args.session_file) if args.session_file else None}
+    try:
+        response = search(request, settings=settings)
+    except RequestError as error:
+        print(json.dumps(error.to_dict()))
+        return 2
+    if args.json or not sys.stdout.isatty():
+        print(json.dumps(response, ensure_ascii=False, indent=2))
+        return 0
+    _table(response)
+    return 0
+
+
+def _table(response: dict) -> None:
+    if response["status"] != "ok":
+        print(f"status: {response['status']}")
+        return
+    print(f"{len(response['results'])} results ({response['scope']} scope)")
+    for result in response["results"]:
+        snippet = " ".join(result["excerpt"].split())[:100]
+        print(f"{result['score']:>7.2f}  {result['tier']:<10} {result['role'] or '-':<10} "
+              f"{result['entry_id']:<10} {snippet}")
+    if response.get("excluded"):
+        print(f"{len(response['excluded'])} withheld by the privacy policy")
