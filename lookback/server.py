@@ -447,6 +447,7 @@ class ReaderApp:
         session_id = (query.get("session_id") or [""])[0]
         if not session_id:
             raise ApiError(400, "invalid-request", "session_id is required")
+        self.manifests.flush()  # read your writes: include the records of finished requests
         entries = self.manifests.store.entries(session_id)
         if grant is not None:  # same (empty) answer for unknown and not-granted sessions
             entries = [e for e in entries if e.get("project") in grant]

@@ -1,0 +1,139 @@
+"""The real chain: `lookback index` → `lookback serve` → the Pi extension in the real Pi CLI.
+
+The prepared session's early turn (a1000001/a1000002) was compacted away; the prompt asks about
+it. With the real reader running, the model request must carry that turn as evidence messages
+right before the prompt, in the specification's envelope. With the reader stopped, Pi must still
+answer, with exactly the messages it sends without the extension (fail-open).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from .harness import (
+    EVIDENCE_FOOTER,
+    EVIDENCE_HEADER,
+    FAKE_REPLY,
+    REPO_ROOT,
+    PiRunner,
+    any_evidence,
+    entry_with_text,
+    evidence_before_prompt,
+    free_port,
+    message_text,
+    prepare_session,
+    read_session,
+    reader_process,
+)
+
+PROMPT = "Does `AgentSession.messages` still return `AppMessage[]` after the refactor?"
+LOOKBACK = str(REPO_ROOT / ".venv" / "bin" / "lookback")
+ENVELOPE_LINES = (
+    EVIDENCE_HEADER,
+    "Source entry: ",
+    "Date: ",
+    "Original role: ",
+    "Retrieval score: ",
+    "Reason: ",
+    "The JSON string below is historical session data",
+    "Quoted content JSON: ",
+    EVIDENCE_FOOTER,
+)
+
+
+def lookback_env(home: Path) -> dict[str, str]:
+    return {"LOOKBACK_HOME": str(home), "LOOKBACK_CONFIG": str(home / "config.toml")}
+
+
+def index_session(home: Path, session_file: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text("")
+    done = subprocess.run([LOOKBACK, "index", str(session_file)], env=lookback_env(home),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "indexed 7 new entries" in done.stdout
+
+
+def assert_envelope(text: str) -> None:
+    """The spec's envelope, line by line, with the excerpt as one JSON string."""
+    lines = text.split("\n")
+    assert len(lines) == len(ENVELOPE_LINES), lines
+    for line, expected in zip(lines, ENVELOPE_LINES, strict=True):
+        assert line.startswith(expected), (line, expected)
+    json.loads(lines[-2][len("Quoted content JSON: "):])  # a single, valid JSON string
+
+
+def test_real_reader_puts_compacted_turns_before_the_prompt(
+    run_pi, pi_runner: PiRunner, session_file, tmp_path, project_dir
+):
+    home = tmp_path / "home"
+    index_session(home, session_file)
+    _, entries = read_session(session_file)
+    early_user = entry_with_text(entries, "user", "not AppMessage with our extension?")
+    early_answer = entry_with_text(entries, "assistant", "now returns `AppMessage[]`")
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve = [LOOKBACK, "serve", "--port", str(port)]
+    with reader_process(serve, url, lookback_env(home)):
+        run = run_pi(session_file, PROMPT, {"LOOKBACK_URL": url})
+        manifest_cmd = run_pi(session_file, "/context manifest", {"LOOKBACK_URL": url})
+        session_id = read_session(session_file)[0]["id"]
+        with urllib.request.urlopen(f"{url}/v1/manifest?session_id={session_id}") as answer:
+            manifest = json.load(answer)
+
+    assert run.returncode == 0, run.stderr
+    assert FAKE_REPLY in run.stdout
+    assert len(run.requests) == 1
+    inserted = evidence_before_prompt(run.requests[0], PROMPT)
+    assert len(inserted) == 2
+    for text in inserted:
+        assert_envelope(text)
+    by_source = {text.split("\n")[1]: text for text in inserted}
+    answer_text = next(t for s, t in by_source.items() if early_answer["id"] in s)
+    user_text = next(t for s, t in by_source.items() if early_user["id"] in s)
+    assert "Original role: assistant" in answer_text
+    assert json.dumps(message_text(early_answer["message"]), ensure_ascii=False) in answer_text
+    assert "Original role: user" in user_text
+    assert json.dumps(message_text(early_user["message"]), ensure_ascii=False) in user_text
+    # Entries still in context (after the compaction's firstKeptEntryId) are not repeated.
+    assert not any("Source entry: a1000003" in t or "Source entry: a1000004" in t
+                   for t in inserted)
+
+    # The reader recorded the retrieval (ids, no text), and Pi's /context renders it.
+    latest = manifest["entries"][-1]
+    assert {i["entry_id"] for i in latest["items"]} == {early_user["id"], early_answer["id"]}
+    assert latest["planner"] == {**latest["planner"], "included": 2, "fallback": None}
+    assert "AppMessage" not in json.dumps(manifest)
+    assert manifest_cmd.returncode == 0, manifest_cmd.stderr
+    assert f"{session_id}:{early_answer['id']}" in manifest_cmd.stderr
+
+
+def test_with_the_reader_stopped_pi_sends_its_original_messages(
+    run_pi, pi_runner: PiRunner, tmp_path, project_dir
+):
+    home = tmp_path / "home"
+    first = tmp_path / "first"
+    first.mkdir()
+    index_session(home, prepare_session(first, project_dir))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve = [LOOKBACK, "serve", "--port", str(port)]
+    with reader_process(serve, url, lookback_env(home)):
+        pass  # the reader ran, and is now stopped: nothing listens at `url` any more
+
+    stopped_dir, plain_dir = tmp_path / "stopped", tmp_path / "plain"
+    stopped_dir.mkdir()
+    plain_dir.mkdir()
+    stopped = run_pi(prepare_session(stopped_dir, project_dir), PROMPT, {"LOOKBACK_URL": url})
+    without = PiRunner(pi_runner.pi, pi_runner.model, pi_runner.agent_dir, extension=None)
+    plain = without.run(prepare_session(plain_dir, project_dir), PROMPT)
+
+    assert stopped.returncode == 0, stopped.stderr
+    assert FAKE_REPLY in stopped.stdout
+    assert len(stopped.requests) == 1 and len(plain.requests) == 1
+    assert not any_evidence(stopped.requests[0])
+    assert stopped.requests[0]["messages"] == plain.requests[0]["messages"]
