@@ -3,21 +3,27 @@
 The patterns come from ``detect-secrets`` (Yelp), a well-kept detector library: each
 of its regex plugins carries a ``denylist`` of compiled patterns. Its own scanner is
 too slow for the query path (about 18 ms for a 2 KB excerpt, mostly entropy plugins
-and per-line bookkeeping), so this module uses the plugins' regexes directly:
+and per-line bookkeeping), so this module runs the plugins' regexes directly, behind
+a two-level ``Gate`` per detector:
 
-- patterns are run over the whole text (``re.MULTILINE`` keeps their ``^``/``$``
-  meaning "line start/end");
-- the few costly ones (keyword-anchored IBM/Cloudant/SoftLayer patterns, AWS's
-  ``aws…key`` form, Slack) are gated by a cheap literal trigger and searched only in a
-  window around each trigger occurrence, which keeps a 1 MB text linear;
-- entropy plugins and the keyword plugin are not used (they flag hashes, UUIDs and
-  ordinary code), the public-IP plugin is not a secret, and Artifactory's pattern
-  matches plain capitalised words (``APACHEKAFKA``).
+- ``anchors``: literals (lowercase) every match contains; when none occurs in the
+  text (a C-speed substring test) the detector's regexes are not run at all. Most
+  excerpts contain no anchor of most detectors;
+- ``window``: for patterns that are costly per position (IBM/Cloudant/SoftLayer
+  keyword forms, Telegram, Discord), a cheap regex for the part every match
+  contains; the pattern is then searched only near its matches, in windows that keep
+  a 1 MB text linear.
 
-A short list of ``EXTRA_PATTERNS`` covers what detect-secrets 1.5 misses: current
-OpenAI/Anthropic ``sk-…`` keys, GitHub fine-grained tokens, Google API keys, PEM
-headers such as ``ENCRYPTED PRIVATE KEY``, unquoted AWS secret keys and quoted
-password assignments.
+Patterns run over the whole text with ``re.MULTILINE`` (their ``^``/``$`` mean line
+start/end, as in detect-secrets' line scanner). Not used: the entropy plugins and the
+keyword plugin (they flag hashes, UUIDs and ordinary code), the public-IP plugin (not
+a secret), Artifactory's pattern (it matches plain capitalised words such as
+``APACHEKAFKA``) and the JWT pattern, replaced by a boundary-anchored one because it
+backtracks quadratically on long base64 runs (minutes for 1 MB of ``eyJeyJ…``).
+
+``EXTRA_PATTERNS`` covers what detect-secrets 1.5 misses: current OpenAI/Anthropic
+``sk-…`` keys, GitHub fine-grained tokens, Google API keys, JWTs, PEM headers such as
+``ENCRYPTED PRIVATE KEY``, unquoted AWS secret keys and quoted password assignments.
 
 Findings carry the detector name and offsets only: the secret text is never copied out.
 """
@@ -28,9 +34,9 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-#: Window searched on each side of a trigger occurrence. A gated pattern is found when
-#: its match lies within one window of its trigger (the longest gated match, AWS's
-#: ``aws…key…"<40 chars>"``, is under 100 characters).
+#: Window searched on each side of a ``Gate.window`` match. A windowed pattern is found
+#: when its match lies within one window of that match (the longest windowed match,
+#: Cloudant's keyword form with a 64-character key, is under 100 characters).
 TRIGGER_WINDOW = 256
 #: Longest merged window (see ``_trigger_windows``).
 MAX_WINDOW = 4096
@@ -38,39 +44,80 @@ MAX_WINDOW = 4096
 #: Detector type of a private key; callers classify it above other secrets.
 PRIVATE_KEY = "Private Key"
 
-#: Trigger regexes (searched in the lowercased text) for the costly detect-secrets
-#: plugins: the keyword or literal every match of the plugin contains. A plugin absent
-#: from this map has cheap, literal-prefixed patterns and always runs.
+
+@dataclass(frozen=True)
+class Gate:
+    """When a detector's regexes are worth running (see the module docstring)."""
+
+    anchors: tuple[str, ...]
+    window: str | None = None
+
+
+_KEYWORDS = ("key", "pwd", "pw", "pass", "token")
 _KEYWORD = r"(?:key|pwd|pw|pass|password|token)"
-TRIGGERS: dict[str, str] = {
-    "AWS Access Key": r"akia|asia|abia|acca|a3t|aws",
-    "Cloudant Credentials": rf"cl(?:ou(?:dant)?)?[_-]?(?:api)?{_KEYWORD}|cloudant\.com",
-    "IBM Cloud IAM Key": rf"{_KEYWORD}[\"'\]]* *(?:[=:]| )",
-    "IBM COS HMAC Credentials": r"secret[-_]?(?:access)?[-_]?key",
-    "Mailchimp Access Key": r"-us\d",
-    "NPM tokens": r"_authtoken=",
-    "Slack Token": r"xox|hooks\.slack\.com",
-    "SoftLayer Credentials": rf"s(?:l|oftlayer)[_-]?(?:api)?[_-]?{_KEYWORD}|api\.softlayer\.com",
+
+#: Gates of the detect-secrets plugins used, by their ``secret_type``.
+GATES: dict[str, Gate] = {
+    "AWS Access Key": Gate(("akia", "asia", "abia", "acca", "a3t", "aws")),
+    "Azure Storage Account access key": Gate(("accountkey=",)),
+    "Basic Auth Credentials": Gate(("://",)),
+    "Cloudant Credentials": Gate(
+        ("cloudant", *_KEYWORDS),
+        rf"cl(?:ou(?:dant)?)?[_-]?(?:api)?{_KEYWORD}|cloudant\.com",
+    ),
+    "Discord Bot Token": Gate((".",), r"\.[a-z0-9_-]{6}\.[a-z0-9_-]{27}"),
+    "GitHub Token": Gate(("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    "GitLab Token": Gate(
+        ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-")
+        + ("glptt-", "glagent-", "gloas-")
+    ),
+    "IBM Cloud IAM Key": Gate(_KEYWORDS, rf"{_KEYWORD}[\"'\]]* *(?:[=:]| )"),
+    "IBM COS HMAC Credentials": Gate(("secret",), r"secret[-_]?(?:access)?[-_]?key"),
+    "Mailchimp Access Key": Gate(("-us",)),
+    "NPM tokens": Gate(("_authtoken",), r"_authtoken="),
+    "OpenAI Token": Gate(("t3blbkfj",), r"t3blbkfj"),
+    "Private Key": Gate(("private key", "putty-user-key-file")),
+    "PyPI Token": Gate(("pypi-ag",)),
+    "SendGrid API Key": Gate(("sg.",)),
+    "Slack Token": Gate(("xox", "hooks.slack.com")),
+    "SoftLayer Credentials": Gate(
+        ("softlayer", *_KEYWORDS),
+        rf"s(?:l|oftlayer)[_-]?(?:api)?[_-]?{_KEYWORD}|api\.softlayer\.com",
+    ),
+    "Square OAuth Secret": Gate(("sq0csp-",)),
+    "Stripe Access Key": Gate(("sk_live_", "rk_live_")),
+    "Telegram Bot Token": Gate((":",), r"[0-9]:[a-z0-9_-]{35}"),
+    "Twilio API Key": Gate(("ac", "sk"), r"(?:ac|sk)[a-z0-9]{32}"),
 }
 
-#: Patterns detect-secrets 1.5 lacks: (detector name, pattern, trigger or None).
-#: Each starts with a literal where it can, which is what keeps ``re`` fast.
-EXTRA_PATTERNS: tuple[tuple[str, str, str | None], ...] = (
+#: Patterns detect-secrets 1.5 lacks: (detector name, pattern, gate).
+EXTRA_PATTERNS: tuple[tuple[str, str, Gate], ...] = (
     # OpenAI (sk-, sk-proj-, sk-svcacct-) and Anthropic (sk-ant-) keys; needs a digit.
-    ("OpenAI-style API Key", r"sk-(?<![\w-]sk-)(?=[\w-]{0,200}\d)[\w-]{20,}", None),
-    ("GitHub Token", r"github_pat_[A-Za-z0-9_]{60,}", None),
-    ("Google API Key", r"AIza[0-9A-Za-z_\-]{35}", None),
-    (PRIVATE_KEY, r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----", None),
+    ("OpenAI-style API Key", r"sk-(?<![\w-]sk-)(?=[\w-]{0,200}\d)[\w-]{20,}", Gate(("sk-",))),
+    ("GitHub Token", r"github_pat_[A-Za-z0-9_]{60,}", Gate(("github_pat_",))),
+    ("Google API Key", r"AIza[0-9A-Za-z_\-]{35}", Gate(("aiza",))),
+    # Header and payload are JSON objects, so both start with ``eyJ``; the token starts
+    # at a boundary. (detect-secrets' own JWT regex is quadratic on long base64 runs.)
+    (
+        "JSON Web Token",
+        r"(?<![A-Za-z0-9_=-])eyJ[A-Za-z0-9_=-]{4,}+\.eyJ[A-Za-z0-9_=-]{4,}+\.",
+        Gate(("eyj",)),
+    ),
+    (PRIVATE_KEY, r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----", Gate(("private key",))),
     (
         "AWS Secret Access Key",
         r"(?i)aws_?secret_?access_?key\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
-        r"aws_?secret_?access_?key",
+        Gate(("secret",), r"aws_?secret_?access_?key"),
     ),
     (
         "Password Assignment",
         r"(?i)\b(?:password|passwd|client_?secret|api_?key|access_?token|auth_?token)"
         r"[\"']?\s*[:=]\s*[\"'][^\"'\s$<>{}]{8,}[\"']",
-        r"(?:password|passwd|client_?secret|api_?key|access_?token|auth_?token)[\"']?\s*[:=]",
+        Gate(
+            ("pass", "secret", "key", "token"),
+            r"(?:password|passwd|client_?secret|api_?key|access_?token|auth_?token)"
+            r"[\"']?\s*[:=]",
+        ),
     ),
 )
 
@@ -87,8 +134,9 @@ class SecretFinding:
 @dataclass(frozen=True)
 class _Detector:
     name: str
-    pattern: re.Pattern[str]
-    trigger: re.Pattern[str] | None
+    patterns: tuple[re.Pattern[str], ...]
+    anchors: tuple[str, ...]
+    window: re.Pattern[str] | None
 
 
 def _detect_secrets_plugins() -> list[type]:
@@ -102,7 +150,6 @@ def _detect_secrets_plugins() -> list[type]:
     from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
     from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
     from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
-    from detect_secrets.plugins.jwt import JwtTokenDetector
     from detect_secrets.plugins.mailchimp import MailchimpDetector
     from detect_secrets.plugins.npm import NpmDetector
     from detect_secrets.plugins.openai import OpenAIDetector
@@ -119,42 +166,40 @@ def _detect_secrets_plugins() -> list[type]:
     return [
         AWSKeyDetector, AzureStorageKeyDetector, BasicAuthDetector, CloudantDetector,
         DiscordBotTokenDetector, GitHubTokenDetector, GitLabTokenDetector,
-        IbmCloudIamDetector, IbmCosHmacDetector, JwtTokenDetector, MailchimpDetector,
+        IbmCloudIamDetector, IbmCosHmacDetector, MailchimpDetector,
         NpmDetector, OpenAIDetector, PrivateKeyDetector, PypiTokenDetector,
         SendGridDetector, SlackDetector, SoftlayerDetector, SquareOAuthDetector,
         StripeDetector, TelegramBotTokenDetector, TwilioKeyDetector,
     ]  # fmt: skip
 
 
+def _detector(name: str, patterns: list[re.Pattern[str]], gate: Gate) -> _Detector:
+    window = re.compile(gate.window) if gate.window else None
+    return _Detector(name, tuple(patterns), gate.anchors, window)
+
+
 @cache
 def detectors() -> tuple[_Detector, ...]:
     """All detectors, compiled once (importing detect-secrets costs ~0.2 s, so lazily)."""
-    found: list[_Detector] = []
+    found = []
     for plugin in _detect_secrets_plugins():
         name = plugin.secret_type
-        trigger = _compile_trigger(TRIGGERS.get(name))
-        for pattern in plugin.denylist:
-            compiled = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
-            found.append(_Detector(name, compiled, trigger))
-    for name, pattern, trigger in EXTRA_PATTERNS:
-        compiled = re.compile(pattern, re.ASCII | re.MULTILINE)
-        found.append(_Detector(name, compiled, _compile_trigger(trigger)))
+        patterns = [re.compile(p.pattern, p.flags | re.MULTILINE) for p in plugin.denylist]
+        found.append(_detector(name, patterns, GATES[name]))
+    for name, pattern, gate in EXTRA_PATTERNS:
+        found.append(_detector(name, [re.compile(pattern, re.ASCII | re.MULTILINE)], gate))
     return tuple(found)
 
 
-def _compile_trigger(pattern: str | None) -> re.Pattern[str] | None:
-    return re.compile(pattern) if pattern else None
-
-
-def _trigger_windows(lowered: str, trigger: re.Pattern[str]) -> list[tuple[int, int]]:
-    """Search windows around every trigger match, merged while they overlap.
+def _trigger_windows(lowered: str, window: re.Pattern[str]) -> list[tuple[int, int]]:
+    """Search windows around every ``window`` match, merged while they overlap.
 
     A merged window stops growing at ``MAX_WINDOW`` characters, so even a pattern that
-    backtracks (NPM's ``//.+/:_authToken=``) does bounded work per window and a text
-    dense with triggers costs about one pass per pattern.
+    backtracks does bounded work per window, and a text dense with matches costs about
+    one pass per pattern.
     """
     windows: list[tuple[int, int]] = []
-    for match in trigger.finditer(lowered):
+    for match in window.finditer(lowered):
         low = max(0, match.start() - TRIGGER_WINDOW)
         high = min(len(lowered), match.end() + TRIGGER_WINDOW)
         if windows and low <= windows[-1][1] and high - windows[-1][0] <= MAX_WINDOW:
@@ -165,14 +210,26 @@ def _trigger_windows(lowered: str, trigger: re.Pattern[str]) -> list[tuple[int, 
 
 
 def _first_match(detector: _Detector, text: str, lowered: str) -> SecretFinding | None:
-    if detector.trigger is None:
-        match = detector.pattern.search(text)
-        return SecretFinding(detector.name, *match.span()) if match else None
-    for low, high in _trigger_windows(lowered, detector.trigger):
-        match = detector.pattern.search(text, low, high)
-        if match:
-            return SecretFinding(detector.name, *match.span())
+    if not any(anchor in lowered for anchor in detector.anchors):
+        return None
+    if detector.window is None:
+        spans = [(0, len(text))]
+    else:
+        spans = _trigger_windows(lowered, detector.window)
+    for low, high in spans:
+        for pattern in detector.patterns:
+            match = pattern.search(text, low, high)
+            if match:
+                return SecretFinding(detector.name, *match.span())
     return None
+
+
+def _lowered(text: str) -> str:
+    """``text.lower()`` with offsets kept (a few characters change length when lowered)."""
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        lowered = "".join(char.lower()[:1] or char for char in text)
+    return lowered
 
 
 def find_secrets(text: str) -> list[SecretFinding]:
@@ -181,8 +238,6 @@ def find_secrets(text: str) -> list[SecretFinding]:
     One finding per detector is enough to classify a text (the whole evidence message
     is withheld anyway) and keeps the cost bounded for texts full of matches.
     """
-    lowered = text.lower()
-    if len(lowered) != len(text):  # a few characters change length when lowered
-        lowered = "".join(char.lower()[:1] or char for char in text)
+    lowered = _lowered(text)
     findings = (_first_match(detector, text, lowered) for detector in detectors())
     return sorted((f for f in findings if f), key=lambda f: (f.start, f.detector))

@@ -1,0 +1,257 @@
+"""query.privacy: classification of real-looking secrets, markers, the provider policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from query.privacy import (
+    Classification,
+    PrivacyPolicy,
+    PrivacySettingsError,
+    apply_policy,
+    classify,
+    classify_spans,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "pi-sessions"
+
+# Real-looking, fake credentials (AWS's documented example key and made-up tokens).
+SECRETS = {
+    "aws access key": "export AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE",
+    "aws secret key": "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "github token": "git clone https://ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789@github.com/o/r",
+    "github fine-grained": "GH_TOKEN=github_pat_11ABCDEFG0aBcDeFgHiJkL_mNoPqRsTuVwXyZ0123456789"
+    "abcdefghijklmnopqrstuvwxyzABCDEFG",
+    "slack token": "SLACK_BOT_TOKEN=xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "jwt": "Authorization: Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3"
+    "ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "postgres url": "DATABASE_URL=postgres://app_user:hunter2pass@db.internal:5432/app",
+    "openai project key": "OPENAI_API_KEY=sk-proj-Abc123def456GHI789jkl012MNO345pqr678STU901",
+    "anthropic key": 'client = Anthropic(api_key="sk-ant-api03-AbC123dEf456GhI789jKl012MnO")',
+    "google api key": "const key = 'AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvWx';",
+    "stripe live key": "stripe.api_key = 'sk_live_4eC39HqLyjWDarjtT1zdp7dc'",
+    "password assignment": 'db_config = {"password": "Tr0ub4dor&3-horse"}',
+    "telegram bot token": "TELEGRAM_TOKEN=1234567890:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1",
+    "cloudant password": 'cloudant_password = "' + "0123456789abcdef" * 4 + '"',
+    "npm token": "//registry.npmjs.org/:_authToken=npm_a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ",
+}
+
+PEM = (
+    "Here is the deploy key:\n-----BEGIN OPENSSH PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "-----END OPENSSH PRIVATE KEY-----\n"
+)
+
+
+def fixture_texts() -> list[str]:
+    """Every text a Pi fixture gives the model: message text, tool calls, outputs."""
+    texts = []
+    for path in sorted(FIXTURES.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            message = entry.get("message") or {}
+            content = message.get("content")
+            if isinstance(content, str):
+                texts.append(content)
+            for block in content if isinstance(content, list) else []:
+                if block.get("type") == "text":
+                    texts.append(block["text"])
+                elif block.get("type") == "toolCall":
+                    texts.append(json.dumps(block.get("arguments")))
+            texts += [message.get("output") or "", entry.get("summary") or ""]
+    return [text for text in texts if text]
+
+
+def test_classifications_are_ordered_and_spelled_like_the_settings():
+    assert Classification.NORMAL < Classification.INTERNAL < Classification.SENSITIVE
+    assert Classification.SENSITIVE < Classification.LOCAL_ONLY
+    assert [c.label for c in Classification] == ["normal", "internal", "sensitive", "local-only"]
+    assert Classification.parse("Local_Only") is Classification.LOCAL_ONLY
+    with pytest.raises(PrivacySettingsError, match="unknown privacy classification 'secret'"):
+        Classification.parse("secret")
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+def test_detected_secrets_are_sensitive_and_never_echoed(name):
+    text = f"Some context before.\n{SECRETS[name]}\nAnd after."
+    result = classify_spans(text)
+    assert result.classification is Classification.SENSITIVE, name
+    assert all(reason.startswith("secret:") for reason in result.reasons)
+    secret_part = SECRETS[name].split("=", 1)[-1].strip()[-12:]
+    assert secret_part not in repr(result)
+
+
+def test_private_keys_are_local_only():
+    result = classify_spans(PEM)
+    assert result.classification is Classification.LOCAL_ONLY
+    assert result.reasons == ["secret:Private Key"]
+    start = min(span.start for span in result.spans)
+    assert PEM[start:].startswith("-----BEGIN OPENSSH PRIVATE KEY")
+
+
+def test_real_session_text_stays_normal():
+    texts = fixture_texts()
+    assert len(texts) > 2000  # the two large real sessions are in there
+    flagged = [text[:80] for text in texts if classify(text) is not Classification.NORMAL]
+    assert flagged == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password = getpass.getpass()",
+        'token = os.environ["GITHUB_TOKEN"]',
+        "See https://github.com/badlogic/pi-mono for the sk-learn comparison",
+        'api_key = "${OPENAI_API_KEY}"',
+        "const sessionKey = `${cwd}:${id}`;",
+    ],
+)
+def test_ordinary_code_about_credentials_stays_normal(text):
+    assert classify(text) is Classification.NORMAL
+
+
+def test_markers_classify_their_span():
+    text = "public notes [lookback:internal]roadmap for Q3[/lookback:internal] more"
+    result = classify_spans(text)
+    assert result.classification is Classification.INTERNAL
+    (span,) = result.spans
+    assert text[span.start : span.end] == "[lookback:internal]roadmap for Q3[/lookback:internal]"
+    assert span.reason == "marker:internal"
+
+
+def test_unclosed_marker_runs_to_the_end_and_orphan_close_from_the_start():
+    opened = "ok so far [lookback:sensitive] customer list follows"
+    (span,) = classify_spans(opened).spans
+    assert (span.end, span.classification) == (len(opened), Classification.SENSITIVE)
+    cut = "the excerpt began inside the marked part[/LOOKBACK:LOCAL-ONLY] then public"
+    (span,) = classify_spans(cut).spans
+    assert span.start == 0 and span.classification is Classification.LOCAL_ONLY
+
+
+def test_the_highest_span_decides():
+    text = "[lookback:internal]a[/lookback:internal] " + SECRETS["github token"]
+    result = classify_spans(text)
+    assert result.classification is Classification.SENSITIVE
+    assert {s.classification for s in result.spans} == {
+        Classification.INTERNAL,
+        Classification.SENSITIVE,
+    }
+
+
+def test_secret_at_the_end_of_a_megabyte_is_found():
+    filler = "\n".join(fixture_texts())[:1_000_000]
+    assert classify(filler + "\n" + SECRETS["aws secret key"]) is Classification.SENSITIVE
+    dense = "key = token pass secret aws -us _authToken xox //a/ " * 20_000
+    assert classify(dense) is Classification.NORMAL
+    assert classify(dense + SECRETS["slack token"]) is Classification.SENSITIVE
+
+
+@pytest.mark.parametrize("run", ["eyJ", "sk-", "//a", "key = token "])
+def test_long_repetitive_runs_stay_linear_and_normal(run):
+    # detect-secrets' own JWT regex backtracks quadratically on such a run (minutes).
+    text = run * 100_000
+    assert classify(text) is Classification.NORMAL
+    assert classify(text + " " + SECRETS["jwt"]) is Classification.SENSITIVE
+
+
+SETTINGS = {
+    "privacy": {
+        "default_max": "internal",
+        "local_providers": ["ollama", "llama.cpp", "lmstudio"],
+        "providers": {"anthropic": "internal", "openai": "normal"},
+    }
+}
+
+
+def test_policy_from_settings():
+    policy = PrivacyPolicy.from_settings(SETTINGS)
+    assert policy.max_for("anthropic") is Classification.INTERNAL
+    assert policy.max_for("OpenAI") is Classification.NORMAL
+    assert policy.max_for("ollama") is Classification.LOCAL_ONLY
+    assert policy.max_for("google") is Classification.INTERNAL
+    assert policy.max_for(None) is Classification.INTERNAL
+
+
+def test_policy_defaults_treat_every_provider_as_remote():
+    policy = PrivacyPolicy.from_settings({})
+    assert policy.max_for("ollama") is Classification.INTERNAL
+    env_style = {"privacy": {"local_providers": "ollama, lmstudio", "default_max": "normal"}}
+    policy = PrivacyPolicy.from_settings(env_style)
+    assert policy.max_for("lmstudio") is Classification.LOCAL_ONLY
+    assert policy.max_for("anthropic") is Classification.NORMAL
+
+
+@pytest.mark.parametrize(
+    ("privacy", "message"),
+    [
+        ({"default_max": "top-secret"}, "unknown privacy classification"),
+        ({"default_max": "local-only"}, "default_max cannot be local-only"),
+        ({"providers": {"anthropic": "local-only"}}, "anthropic cannot be local-only"),
+        ({"providers": ["anthropic"]}, "providers must map"),
+        ({"local_providers": [1]}, "provider names are strings"),
+        ({"max": "internal"}, "unknown privacy setting"),
+        ("internal", "must be a table"),
+    ],
+)
+def test_bad_settings_get_a_clear_error(privacy, message):
+    with pytest.raises(PrivacySettingsError, match=message):
+        PrivacyPolicy.from_settings({"privacy": privacy})
+
+
+def evidence(entry_id: str, excerpt: str, **extra) -> dict:
+    return {"entry_id": entry_id, "session_id": "s1", "excerpt": excerpt, **extra}
+
+
+def test_apply_policy_withholds_whole_sources_and_keeps_no_text():
+    items = [
+        evidence("e1", "public sealed class OracleProvider {}"),
+        evidence("e2", "[lookback:internal]release plan[/lookback:internal]"),
+        evidence("e3", "config:\n" + SECRETS["postgres url"]),
+        evidence("e4", PEM),
+    ]
+    policy = PrivacyPolicy.from_settings(SETTINGS)
+    allowed, excluded = policy.apply(items, "anthropic")
+    assert [(i["entry_id"], i["classification"]) for i in allowed] == [
+        ("e1", "normal"),
+        ("e2", "internal"),
+    ]
+    assert [(x["source"], x["classification"]) for x in excluded] == [
+        ("s1:e3", "sensitive"),
+        ("s1:e4", "local-only"),
+    ]
+    assert set(excluded[0]) == {"source", "entry_id", "session_id", "classification", "reason"}
+    assert "Basic Auth Credentials" in excluded[0]["reason"]
+    dumped = json.dumps(excluded)
+    assert "hunter2pass" not in dumped and "b3BlbnNzaC1rZXkt" not in dumped
+    assert "classification" not in items[0]  # inputs are not modified
+
+
+def test_local_provider_sees_local_only_evidence():
+    policy = PrivacyPolicy.from_settings(SETTINGS)
+    allowed, excluded = policy.apply([evidence("e4", PEM)], "ollama")
+    assert [i["classification"] for i in allowed] == ["local-only"] and excluded == []
+
+
+def test_message_text_and_prior_classification_count_too():
+    marked = {"role": "user", "content": "[lookback:sensitive] from the full entry"}
+    items = [
+        evidence("e1", "plain excerpt", message=marked),
+        evidence("e2", "plain excerpt", classification="sensitive"),
+    ]
+    allowed, excluded = apply_policy(items, "anthropic")
+    assert allowed == []
+    assert [x["classification"] for x in excluded] == ["sensitive", "sensitive"]
+
+
+def test_malformed_evidence_is_excluded_not_passed_through():
+    items = [{"entry_id": "e1", "excerpt": "no session"}, "junk", evidence("e2", 42)]
+    allowed, excluded = apply_policy(items, "ollama")
+    assert allowed == []
+    assert [x["reason"] for x in excluded] == [
+        "malformed evidence: missing session_id",
+        "malformed evidence: not an object",
+        "malformed evidence: excerpt is not text",
+    ]
