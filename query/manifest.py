@@ -30,6 +30,7 @@ import apsw
 MANIFEST_DIR = "manifests"
 MANIFEST_FILE = "manifests.sqlite"
 DEFAULT_KEEP = 50
+PRUNE_EVERY = 16
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS manifest (
@@ -179,6 +180,7 @@ class ManifestStore:
         self._lock = threading.Lock()
         self._connection: apsw.Connection | None = None
         self._readonly = readonly
+        self._since_prune: dict[str, int] = {}
 
     def _open(self) -> apsw.Connection | None:
         if self._connection is not None:
@@ -208,10 +210,18 @@ class ManifestStore:
                     "VALUES (?, ?, ?, ?, ?)",
                     (record["session_id"], record.get("project"), record["kind"],
                      record.get("at", time.time()), json.dumps(record)))
-                connection.execute(
-                    "DELETE FROM manifest WHERE session_id = ? AND id NOT IN "
-                    "(SELECT id FROM manifest WHERE session_id = ? ORDER BY id DESC LIMIT ?)",
-                    (record["session_id"], record["session_id"], self.keep))
+                session_id = record["session_id"]
+                count = self._since_prune.get(session_id, 0) + 1
+                # Pruning every few inserts keeps at most keep + PRUNE_EVERY records.
+                if count >= min(self.keep, PRUNE_EVERY):
+                    connection.execute(
+                        "DELETE FROM manifest WHERE session_id = ? AND id NOT IN (SELECT id "
+                        "FROM manifest WHERE session_id = ? ORDER BY id DESC LIMIT ?)",
+                        (session_id, session_id, self.keep))
+                    count = 0
+                self._since_prune[session_id] = count
+                if len(self._since_prune) > 10_000:  # bounded; a reset only delays pruning
+                    self._since_prune.clear()
 
     def record_plan(self, session_id: str, project: str | None, plan_result: dict) -> None:
         """Fold a planner answer into the session's latest retrieval record (or add one)."""
@@ -230,15 +240,15 @@ class ManifestStore:
         self.add(plan_record(plan_result, session_id=session_id, project=project))
 
     def entries(self, session_id: str) -> list[dict]:
-        """The session's records, oldest first (the latest is last)."""
+        """The session's latest ``keep`` records, oldest first (the latest is last)."""
         with self._lock:
             connection = self._open()
             if connection is None:
                 return []
             try:
                 rows = connection.execute(
-                    "SELECT record FROM manifest WHERE session_id = ? ORDER BY id",
-                    (session_id,)).fetchall()
+                    "SELECT record FROM manifest WHERE session_id = ? ORDER BY id DESC "
+                    "LIMIT ?", (session_id, self.keep)).fetchall()[::-1]
             except apsw.SQLError:  # file created but table not yet there
                 return []
         return [json.loads(row[0]) for row in rows]

@@ -20,7 +20,7 @@ from ingest.pipeline import peek_header
 from lookback.commands.common import load
 from lookback.errors import UserError
 from lookback.settings import Settings
-from query.manifest import ManifestStore
+from query.manifest import DEFAULT_KEEP, ManifestStore
 
 VIEWS = ("retrieved", "manifest", "included", "excluded")
 EXCERPT_CHARS = 240
@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
-    store = ManifestStore(settings.home, readonly=True)
+    store = ManifestStore(settings.home, readonly=True,
+                          keep=settings.get("manifest.keep_per_session", DEFAULT_KEEP))
     try:
         session_id = _session_id(args, store)
         records = store.entries(session_id) if session_id else []

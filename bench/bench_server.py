@@ -1,0 +1,146 @@
+"""What `lookback serve` adds over the in-process call, at 5,000 indexed messages.
+
+    python bench/bench_server.py [--messages 5000] [--runs 100]
+
+Indexes a corpus of the fixtures' real text (bench/corpus.py), then times, warm:
+
+- ``in-process``: ``lookback.api.retrieve`` with one shared ``IndexReader``;
+- ``http, cache off``: the same request over a keep-alive HTTP connection to a live
+  server with its answer cache disabled — the full request cost (parse, auth, engine,
+  encode, manifest record);
+- ``http, cached``: the same request answered from the cache (Pi asks again with the
+  same inputs before every model turn).
+
+The request names an explicit branch and a context of the last 20 entries, like the
+Pi extension, so the earlier entries are eligible evidence. Reports p50/p95/max in ms
+and the HTTP overhead (p50 of the HTTP path minus p50 in process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.corpus import write_corpus  # noqa: E402
+
+MESSAGE = "Does `AgentSession` still return `AppMessage[]` after the refactor of messages.ts?"
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {"p50": round(statistics.median(ordered), 3),
+            "p95": round(ordered[int(0.95 * (len(ordered) - 1))], 3),
+            "max": round(ordered[-1], 3)}
+
+
+def timed(function, runs: int) -> list[float]:
+    for _ in range(5):
+        function()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        function()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def http_samples(environ: dict[str, str], body: bytes, runs: int) -> list[float]:
+    """Time requests to a real `lookback serve` process (its own interpreter and GIL)."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "lookback.cli", "serve", "--quiet",
+                               "--port", str(port)], env={**os.environ, **environ},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wait_until_listening(port, server)
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+
+    def call() -> None:
+        connection.request("POST", "/v1/retrieve", body=body,
+                           headers={"content-type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 200, response.status
+        response.read()
+
+    try:
+        return timed(call, runs)
+    finally:
+        connection.close()
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_listening(port: int, process: subprocess.Popen, timeout: float = 30) -> None:
+    limit = time.monotonic() + timeout
+    while time.monotonic() < limit:
+        if process.poll() is not None:
+            raise RuntimeError(f"lookback serve exited: {process.stderr.read().decode()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("lookback serve did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=100)
+    args = parser.parse_args()
+
+    from index.sink import EmbeddedSink
+    from ingest.pipeline import ingest_files
+    from ingest.scan import session_files
+    from lookback import api
+    from lookback.settings import load_settings
+    from query.reader import IndexReader
+
+    with tempfile.TemporaryDirectory() as temp:
+        corpus, home = Path(temp) / "corpus", Path(temp) / "home"
+        per_session = 500
+        write_corpus(corpus, max(1, args.messages // per_session), per_session)
+        with EmbeddedSink(home) as sink:
+            report = ingest_files(session_files([corpus]), sink)
+        session_file = sorted(corpus.glob("*.jsonl"))[-1]
+        ids = [json.loads(line)["id"] for line in session_file.read_text().splitlines()[1:]]
+        request = {"session_file": str(session_file), "message": MESSAGE, "leaf_id": ids[-1],
+                   "branch_ids": ids, "context_ids": ids[-20:]}
+        environ = {"LOOKBACK_HOME": str(home), "LOOKBACK_CONFIG": str(home / "none.toml")}
+        (home / "none.toml").write_text("")
+
+        settings = load_settings(environ=environ)
+        reader = IndexReader(settings.home)
+        evidence = len(api.retrieve(request, settings=settings, reader=reader)["evidence"])
+        in_process = timed(lambda: api.retrieve(request, settings=settings, reader=reader),
+                           args.runs)
+        body = json.dumps(request).encode()
+        uncached = http_samples({**environ, "LOOKBACK_SERVER__CACHE_ENTRIES": "0"}, body,
+                                args.runs)
+        cached = http_samples(environ, body, args.runs)
+
+    results = {"messages": report.read.entries, "evidence": evidence, "runs": args.runs,
+               "request_bytes": len(body), "in_process_ms": percentiles(in_process),
+               "http_cache_off_ms": percentiles(uncached), "http_cached_ms": percentiles(cached)}
+    results["overhead_p50_ms"] = round(results["http_cache_off_ms"]["p50"]
+                                       - results["in_process_ms"]["p50"], 3)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
