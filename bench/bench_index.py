@@ -36,7 +36,8 @@ def child(corpus: str, home: str) -> None:
     cpu_seconds = time.process_time() - cpu_started
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"entries": report.read.entries, "sessions": len(report.sessions),
-                      "seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss_mib": peak_kib / 1024}))
+                      "seconds": seconds, "cpu_seconds": cpu_seconds,
+                      "peak_rss_mib": peak_kib / 1024}))
 
 
 def measure(entries: int, sessions: int, work: Path) -> dict:

@@ -26,8 +26,13 @@ def real_messages() -> list[dict]:
 
 
 def write_corpus(folder: Path, sessions: int, entries_per_session: int,
-                 cwd: str = "/bench/project", projects: int = 1) -> int:
-    """Write ``sessions`` files of ``entries_per_session`` entries; return entries written."""
+                 cwd: str = "/bench/project", projects: int = 1,
+                 compact_keep: float | None = None) -> int:
+    """Write ``sessions`` files of ``entries_per_session`` entries; return entries written.
+
+    With ``compact_keep`` (say 0.1) each session ends with a compaction that keeps
+    only that last fraction of its entries in context, as a long Pi session does.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     messages = real_messages()
     cursor = 0
@@ -45,5 +50,11 @@ def write_corpus(folder: Path, sessions: int, entries_per_session: int,
             entry.update(id=entry_id, parentId=parent)
             parent = entry_id
             lines.append(json.dumps(entry))
+        if compact_keep is not None:
+            kept = f"{int(entries_per_session * (1 - compact_keep)):08x}"
+            lines.append(json.dumps({
+                "type": "compaction", "id": "c0000000", "parentId": parent,
+                "timestamp": "2026-01-02T00:00:00.000Z", "summary": "Earlier work, summarized.",
+                "firstKeptEntryId": kept, "tokensBefore": 100000}))
         (folder / f"session-{number:05d}.jsonl").write_text("\n".join(lines) + "\n")
     return sessions * entries_per_session

@@ -42,7 +42,7 @@ class ProjectDir:
     def current_generation(self) -> int | None:
         try:
             text = (self.path / CURRENT_FILE).read_text().strip()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         return int(text) if text.isdigit() else None
 

@@ -14,13 +14,20 @@ from typing import Any
 
 import apsw
 
-from query.candidates import Scope, fts_search
+from query.candidates import Scope, fts_search, load_texts
 from query.evidence import excerpt
 from query.fts_query import build_fts_query
 from query.privacy import PrivacyPolicy
 from query.reader import IndexReader, NotIndexed
 from query.request import RequestError
-from query.retrieve import CachedMatcher, Retriever, _deduplicate, _merge, verify_and_rank
+from query.retrieve import (
+    INELIGIBLE_WITH_TEXT,
+    CachedMatcher,
+    Retriever,
+    _deduplicate,
+    _merge,
+    verify_and_rank,
+)
 from query.terms import extract_terms
 
 SCOPES = ("branch", "session", "project")
@@ -50,15 +57,16 @@ class HistorySearch:
                     rows = Retriever._literal_rows(connection, terms, scope, 4 * limit)
                     query = build_fts_query(terms)
                     fts_rows = fts_search(connection, query, scope, 8 * limit) if query else []
+                    matcher = CachedMatcher(terms, self.reader.entries, str(path), connection)
+                    ranked = verify_and_rank(_merge(rows, fts_rows), matcher, None,
+                                             len(fts_rows), {})
+                    chosen = _deduplicate(ranked, {})[:limit]
+                    load_texts(connection, (item.row for item in chosen))
         except (NotIndexed, OSError):
             return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
                     "excluded": []}
-        diagnostics: dict[str, Any] = {}
-        matcher = CachedMatcher(terms, self.reader.entries, str(path))
-        ranked = verify_and_rank(_merge(rows, fts_rows), matcher, None, len(fts_rows),
-                                 diagnostics)
-        results = [_result(item, on_branch) for item in _deduplicate(ranked, diagnostics)]
-        shown, excluded = self.policy.apply(results[:limit], request.get("provider"))
+        results = [_result(item, on_branch) for item in chosen]
+        shown, excluded = self.policy.apply(results, request.get("provider"))
         return {"status": "ok", "scope": scope_name, "query": terms.by_kind(),
                 "results": shown, "excluded": excluded}
 
@@ -68,10 +76,11 @@ class HistorySearch:
         branch = self.reader.branch(connection, path, session_id, leaf)
         on_branch = {entry.entry_id for entry in branch}
         if scope == "branch":
-            return Scope(session_id, frozenset((e.seq, e.rowid) for e in branch)), on_branch
+            rows = (e.rowid for e in branch if e.type not in INELIGIBLE_WITH_TEXT)
+            return Scope.of_rows(rows), on_branch
         if scope == "session":
-            return Scope(session_id), on_branch
-        return Scope(None), on_branch
+            return Scope(session_id=session_id), on_branch
+        return Scope(), on_branch
 
     def source(self, request: Any) -> dict[str, Any]:
         if not isinstance(request, dict) or not isinstance(request.get("entry_id"), str):
@@ -132,4 +141,4 @@ def _result(item: Any, on_branch: set[str]) -> dict[str, Any]:
     return {"entry_id": row.entry_id, "session_id": row.session_id, "role": row.role,
             "timestamp": row.timestamp, "tier": item.tier, "score": item.score,
             "reasons": item.reasons, "on_branch": row.entry_id in on_branch,
-            "excerpt": excerpt(row.text, first, 1200)}
+            "excerpt": excerpt(row.text or "", first, 1200)}

@@ -57,31 +57,52 @@ class Ranked:
 
 
 def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: int) -> None:
-    """Fill in ``tier``, ``score`` and ``reasons`` (``matches`` must be non-empty)."""
-    literal = [m for m in item.matches if m.literal]
-    exact_ids = [m for m in literal if m.term.kind != PHRASE]
-    exact_phrases = [m for m in literal if m.term.kind == PHRASE]
-    if exact_ids:
+    """Fill in ``tier``, ``score`` and ``parts`` (``matches`` must be non-empty)."""
+    first_id = first_phrase = None
+    files: set[str] = set()
+    symbols: set[str] = set()
+    errors: set[str] = set()
+    distinct: set[str] = set()
+    for match in item.matches:
+        term = match.term
+        distinct.add(term.text)
+        if not match.literal:
+            continue
+        kind = term.kind
+        if kind == PHRASE:
+            first_phrase = first_phrase or term.text
+            continue
+        first_id = first_id or term.text
+        if kind in FILE_KINDS:
+            files.add(term.text)
+        elif kind in SYMBOL_KINDS:
+            symbols.add(term.text)
+        elif kind in ERROR_KINDS:
+            errors.add(term.text)
+    if first_id is not None:
         item.tier = "identifier"
-        item.add(EXACT_IDENTIFIER, f"exact identifier {_quote(exact_ids[0].term.text)}")
-    elif exact_phrases:
+        item.add(EXACT_IDENTIFIER, f"exact identifier {_quote(first_id)}")
+    elif first_phrase is not None:
         item.tier = "phrase"
-        item.add(EXACT_PHRASE, f"exact phrase {_quote(exact_phrases[0].term.text)}")
+        item.add(EXACT_PHRASE, f"exact phrase {_quote(first_phrase)}")
     else:
         item.tier = "other"
         item.add(FTS_MATCH, f"term match {_quote(item.matches[0].term.text)}")
-    distinct = len({m.term for m in item.matches})
-    extra = min(MAX_EXTRA_MATCHES, distinct - 1)
-    item.add(EXTRA_MATCH * extra, f"{extra} more matched term{'s' if extra > 1 else ''}")
+    extra = min(MAX_EXTRA_MATCHES, len(distinct) - 1)
+    if extra:
+        item.add(EXTRA_MATCH * extra, f"{extra} more matched term{'s' if extra > 1 else ''}")
     if on_branch:
         item.add(ACTIVE_BRANCH, "active branch")
-    for kinds, points, label in ((FILE_KINDS, SAME_FILE, "same file"),
-                                 (SYMBOL_KINDS, SAME_SYMBOL, "same symbol"),
-                                 (ERROR_KINDS, SAME_ERROR, "same error")):
-        count = len({m.term for m in literal if m.term.kind in kinds})
-        item.add(points * count, label if count == 1 else f"{label} ×{count}")
-    item.add(AUTHORITY.get(item.row.role or "", 0.0), f"{item.row.role} authority")
+    for found, points, label in ((files, SAME_FILE, "same file"),
+                                 (symbols, SAME_SYMBOL, "same symbol"),
+                                 (errors, SAME_ERROR, "same error")):
+        if found:
+            count = len(found)
+            item.add(points * count, label if count == 1 else f"{label} ×{count}")
     row = item.row
+    authority = AUTHORITY.get(row.role or "")
+    if authority:
+        item.add(authority, f"{row.role} authority")
     if row.fts_rank is not None and fts_hits > 0:
         item.add(round(MAX_FTS_ORDER * (1 - row.fts_rank / fts_hits), 2), "FTS order")
     span = newest - oldest

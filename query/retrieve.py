@@ -9,6 +9,7 @@ match, (8) rank, (9) deduplicate, (10) bounded evidence messages, privacy policy
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import apsw
 
 from index.store import read_meta
 from index.tree import PathEntry
-from query.candidates import Row, Scope, count_fts, fts_search, literal_search
+from query.candidates import Row, Scope, count_fts, fts_search, literal_search, load_texts
 from query.evidence import envelope, evidence_message, excerpt, message_tokens
 from query.fts_query import build_fts_query
 from query.matching import Match, TermMatcher
@@ -26,14 +27,19 @@ from query.privacy import Classification, PrivacyPolicy, classify
 from query.ranking import Ranked, score, sort_key
 from query.reader import EntryCache, IndexReader, NotIndexed
 from query.request import RetrievalRequest
+from query.semantic import add_semantic
 from query.terms import QueryTerms, extract_terms
 
 log = logging.getLogger("lookback.query")
 
+#: Entry types that have indexed text but are never evidence (their rows stay out
+#: of every automatic scope).
+INELIGIBLE_WITH_TEXT = frozenset({"compaction", "branch_summary"})
+
 #: Rows fetched per literal and for the FTS query, as multiples of ``max_results``
 #: (with a floor); the scope filters apply before these limits.
 LITERAL_FACTOR, LITERAL_FLOOR = 2, 24
-FTS_FACTOR, FTS_FLOOR = 4, 48
+FTS_FACTOR, FTS_FLOOR = 3, 36
 
 
 @dataclass(frozen=True)
@@ -46,9 +52,11 @@ class Allowed:
 
 
 class Retriever:
-    def __init__(self, reader: IndexReader, policy: PrivacyPolicy | None = None) -> None:
+    def __init__(self, reader: IndexReader, policy: PrivacyPolicy | None = None,
+                 embedder: str = "hashing") -> None:
         self.reader = reader
         self.policy = policy or PrivacyPolicy()
+        self.embedder = embedder  # used only for ``semantic: true`` (query.semantic)
 
     def retrieve(self, request: RetrievalRequest) -> dict[str, Any]:
         started = time.perf_counter()
@@ -95,12 +103,18 @@ class Retriever:
                         connection, fts_query, allowed.context_scope)
                 except apsw.Error as error:
                     diagnostics["warnings"].append(f"FTS search failed: {type(error).__name__}")
-        merged = _merge(rows, fts_rows)
-        diagnostics["candidates"] = len(merged)
-        matcher = CachedMatcher(terms, self.reader.entries, str(path))
-        ranked = verify_and_rank(merged, matcher, allowed.ids, len(fts_rows), diagnostics)
-        unique = _deduplicate(ranked, diagnostics)
-        evidence, excluded = self._evidence(unique, request, str(path), diagnostics)
+            merged = _merge(rows, fts_rows)
+            diagnostics["candidates"] = len(merged)
+            matcher = CachedMatcher(terms, self.reader.entries, str(path), connection)
+            ranked = verify_and_rank(merged, matcher, allowed.ids, len(fts_rows), diagnostics)
+            if request.semantic and request.message is not None:
+                ranked = add_semantic(connection, str(path), session_id, scope, request.message,
+                                      ranked, embedder_name=self.embedder,
+                                      cache=self.reader.entries,
+                                      max_results=request.max_results, diagnostics=diagnostics)
+            unique = _deduplicate(ranked, diagnostics)
+            evidence, excluded = self._evidence(unique, request, connection, str(path),
+                                                diagnostics)
         return _answer("ok", terms, diagnostics, started, evidence, excluded)
 
     # -- steps 6 and 7: what may be returned -------------------------------------
@@ -133,12 +147,15 @@ class Retriever:
             context_ids = set(request.context_ids)
         else:
             context_ids = {e.entry_id for e in self.reader.context(branch)}
-        on_branch = [e for e in branch if e.entry_id not in context_ids]
+        # Only message-like rows may come back; summaries are indexed but never evidence.
+        on_branch = [e for e in branch if e.entry_id not in context_ids
+                     and e.type not in INELIGIBLE_WITH_TEXT]
         allowed = Allowed(
-            scope=Scope(session_id, frozenset((e.seq, e.rowid) for e in on_branch)),
+            scope=Scope.of_rows(e.rowid for e in on_branch),
             ids=frozenset(e.entry_id for e in on_branch),
-            context_scope=Scope(session_id, frozenset(
-                (e.seq, e.rowid) for e in branch if e.entry_id in context_ids)),
+            context_scope=Scope.of_rows(e.rowid for e in branch
+                                        if e.entry_id in context_ids
+                                        and e.type not in INELIGIBLE_WITH_TEXT),
         )
         self.reader.entries.put(key, allowed)
         return allowed
@@ -157,7 +174,8 @@ class Retriever:
 
     # -- step 10 ------------------------------------------------------------------
 
-    def _evidence(self, ranked: list[Ranked], request: RetrievalRequest, index_file: str,
+    def _evidence(self, ranked: list[Ranked], request: RetrievalRequest,
+                  connection: apsw.Connection, index_file: str,
                   diagnostics: dict[str, Any]) -> tuple[list[dict], list[dict]]:
         """Steps 10: bounded evidence, within the token budget and the privacy policy.
 
@@ -167,11 +185,13 @@ class Retriever:
         budget = request.max_retrieved_history_tokens
         ceiling = self.policy.max_for(request.provider)
         used, evidence, excluded = 0, [], []
-        for item in ranked:
+        for position, item in enumerate(ranked):
             if len(evidence) >= request.max_results:
                 break
+            if item.row.text is None:  # read the next few texts together
+                load_texts(connection, (i.row for i in ranked[position:position + 16]))
             level = self._classification(index_file, item.row)
-            built = _build_item(item, level.label)
+            built = self._build_item(index_file, item, level.label)
             if level > ceiling:
                 excluded.append(_excluded(built, f"privacy: {level.label} exceeds "
                                           f"{ceiling.label} for this provider"))
@@ -184,6 +204,16 @@ class Retriever:
         diagnostics["tokens_used"] = used
         return evidence, excluded
 
+    def _build_item(self, index_file: str, item: Ranked, label: str) -> dict[str, Any]:
+        """The evidence item, memoized: same row and same score parts, same message."""
+        key = ("evidence", index_file, item.row.rowid, item.tier, tuple(item.parts),
+               item.matches[0].position if item.matches else None, label)
+        built = self.reader.entries.get(key)
+        if built is None:
+            built = _build_item(item, label)
+            self.reader.entries.put(key, built)
+        return copy.deepcopy(built)  # type: ignore[arg-type]
+
     def _classification(self, index_file: str, row: Row) -> Classification:
         key = ("classification", index_file, row.rowid)
         level = self.reader.entries.get(key)
@@ -194,19 +224,28 @@ class Retriever:
 
 
 class CachedMatcher:
-    """``TermMatcher`` with per-row results memoized for this query's terms."""
+    """``TermMatcher`` with per-row results memoized for this query's terms.
 
-    def __init__(self, terms: QueryTerms, cache: EntryCache, index_file: str) -> None:
+    Texts are read only for rows whose matches are not memoized yet.
+    """
+
+    def __init__(self, terms: QueryTerms, cache: EntryCache, index_file: str,
+                 connection: apsw.Connection) -> None:
         self.matcher = TermMatcher(terms)
         self.cache = cache
+        self.connection = connection
         self.prefix = ("matches", index_file, tuple(terms))
 
-    def match(self, row: Row) -> list[Match]:
-        key = (*self.prefix, row.rowid)
-        found = self.cache.get(key)
-        if found is None:
-            found = self.matcher.match(row.text)
-            self.cache.put(key, found)
+    def match_all(self, rows: list[Row]) -> list[list[Match]]:
+        keys = [(*self.prefix, row.rowid) for row in rows]
+        found = [self.cache.get(key) for key in keys]
+        misses = [row for row, value in zip(rows, found, strict=True) if value is None]
+        if misses:
+            load_texts(self.connection, misses)
+        for index, (row, key) in enumerate(zip(rows, keys, strict=True)):
+            if found[index] is None:
+                found[index] = self.matcher.match(row.text or "")
+                self.cache.put(key, found[index])
         return found  # type: ignore[return-value]
 
 
@@ -217,12 +256,10 @@ def verify_and_rank(rows: list[Row], matcher: CachedMatcher, allowed_ids: frozen
     ``allowed_ids`` None skips the defensive branch check (explicit project search).
     """
     ranked: list[Ranked] = []
-    rejected_branch = unverified = 0
-    for row in rows:
-        if allowed_ids is not None and row.entry_id not in allowed_ids:
-            rejected_branch += 1  # defensive: SQL already filtered the branch
-            continue
-        matches = matcher.match(row)
+    on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
+    rejected_branch = len(rows) - len(on_scope)  # defensive: SQL already filtered
+    unverified = 0
+    for row, matches in zip(on_scope, matcher.match_all(on_scope), strict=True):
         if not matches:
             unverified += 1
             continue
@@ -283,7 +320,7 @@ def _deduplicate(ranked: list[Ranked], diagnostics: dict[str, Any]) -> list[Rank
 
 def _build_item(item: Ranked, classification: str) -> dict[str, Any]:
     row = item.row
-    first = min(match.position for match in item.matches)
+    first = min((match.position for match in item.matches), default=0)  # vector-only: none
     quoted = excerpt(row.text, first)
     text = envelope(session_id=row.session_id, entry_id=row.entry_id, timestamp=row.timestamp,
                     role=row.role, score=item.score, reasons=item.reasons, quoted=quoted)
