@@ -20,6 +20,12 @@ entries_fts  FTS5 over ``entries.text`` (external content; rowid = entries.rowid
 files     what ingest has read of each session file (``ingest.reader.FileState`` as
           JSON: size, offset, hash of the last complete line), so a re-run reads
           only new lines.
+embeddings  opt-in semantic vectors (``index.embeddings``): one row per chunk of an
+          eligible entry, keyed by (session_id, entry_id, chunk) and stamped with the
+          entry's ``text_hash``, the model name, its dimensions and the chunking
+          version; a row whose stamp no longer matches is stale and ignored.
+          ``vector`` is little-endian float32. Added with ``IF NOT EXISTS``, so older
+          files gain the table on their next write without a rebuild.
 """
 
 from __future__ import annotations
@@ -93,4 +99,16 @@ CREATE TABLE IF NOT EXISTS files (
     state      TEXT,
     updated_at REAL
 );
+
+CREATE TABLE IF NOT EXISTS embeddings (
+    session_id       TEXT NOT NULL,
+    entry_id         TEXT NOT NULL,
+    chunk            INTEGER NOT NULL,
+    text_hash        TEXT NOT NULL,
+    model            TEXT NOT NULL,
+    dimensions       INTEGER NOT NULL,
+    chunking_version INTEGER NOT NULL,
+    vector           BLOB NOT NULL,
+    PRIMARY KEY (session_id, entry_id, chunk)
+) WITHOUT ROWID;
 """

@@ -42,7 +42,8 @@ def retrieve(request: dict[str, Any], *, settings: Settings | None = None,
     parsed = parse_request(request, settings.section("retrieval"))
     reader = reader or default_reader(settings)
     policy = PrivacyPolicy.from_settings({"privacy": settings.section("privacy")})
-    return Retriever(reader, policy).retrieve(parsed)
+    embedder = str(settings.section("retrieval").get("embedder") or "hashing")
+    return Retriever(reader, policy, embedder=embedder).retrieve(parsed)
 
 
 def search(request: dict[str, Any], *, settings: Settings | None = None,

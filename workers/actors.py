@@ -2,9 +2,10 @@
 
 Run them with ``lookback worker`` (or ``dramatiq workers.actors -Q lookback-index``).
 ``apply_project`` answers nudges on the index queue; ``rebuild_project`` runs on the
-background queue so a long rebuild never delays fresh appends. Both take only a
-project key: everything else comes from Redis and the index, so duplicate, late and
-reordered messages are harmless.
+background queue so a long rebuild never delays fresh appends, and so does
+``embed_project`` (semantic vectors, low priority, in time slices; see
+workers.embed). All take only a project key: everything else comes from Redis and
+the index, so duplicate, late and reordered messages are harmless.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from dramatiq.middleware import Middleware
 from lookback.settings import load_settings
 from workers.apply import UnknownProject, drain
 from workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig, redis_client
+from workers.embed import EMBED_ACTOR, EmbedSettings, nudge_embed, run_embed
 from workers.nudge import APPLY_ACTOR, REBUILD_ACTOR, broker_for, nudge
 from workers.reindex import run_rebuild
 from workers.sweeper import SweeperThread
 
 logger = logging.getLogger("lookback.workers")
 
-config = ServiceConfig.from_settings(load_settings())
+settings = load_settings()
+config = ServiceConfig.from_settings(settings)
+embedding = EmbedSettings.from_settings(settings)
 client = redis_client(config)
 broker = broker_for(config)
 
@@ -58,6 +62,8 @@ def apply_project(project: str) -> None:
         return
     if report.more:
         nudge(config, client, project, force=True)  # hand over; other projects go first
+    if embedding.enabled and report.applied:
+        nudge_embed(config, client, project)
 
 
 @dramatiq.actor(actor_name=REBUILD_ACTOR, queue_name=BACKGROUND_QUEUE, max_retries=5,
@@ -65,3 +71,13 @@ def apply_project(project: str) -> None:
 def rebuild_project(project: str) -> None:
     """Rebuild the project folder ``project`` from its event log and swap it in."""
     run_rebuild(config, client, project)
+
+
+@dramatiq.actor(actor_name=EMBED_ACTOR, queue_name=BACKGROUND_QUEUE, priority=100,
+                max_retries=5, min_backoff=5_000, max_backoff=300_000, time_limit=10 * 60_000)
+def embed_project(project: str) -> None:
+    """Embed a slice of ``project``'s entries that lack a current vector."""
+    try:
+        run_embed(config, client, project, embedding.embedder)
+    except UnknownProject as error:
+        logger.warning("ignoring an embed nudge: %s", error)

@@ -1,0 +1,238 @@
+"""Semantic vectors in the project index: which entries lack one, storing a batch, building.
+
+Vectors are an opt-in projection (``retrieval.semantic``). Each eligible entry is
+split by :func:`query.chunking.chunk_text`; each chunk's vector is one row of the
+``embeddings`` table (see :mod:`index.schema`), stamped with the entry's
+``text_hash`` and the :class:`Stamp` (model name, dimensions, chunking version).
+A row is *current* when its stamp and text hash match; anything else is stale and
+simply never read, so a model change needs no migration: the builder re-embeds
+the entries whose vectors are not current, in the background, while readers fall
+back to lexical results (``query.semantic``).
+
+Why the builder works in small batches: embedding is slow (MiniLM: milliseconds per
+chunk), the project's writer lock is not. Each batch reads its entries from a read
+snapshot, embeds them with no lock held, then takes the writer lock only for one
+short ``BEGIN IMMEDIATE`` transaction that stores the vectors, so appends wait at
+most one batch's insert.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+from index.layout import project_dir
+from index.project import ProjectWriter
+from index.store import open_reader, read_meta, write_meta
+from index.writer import _immediate
+from query.chunking import CHUNKING_VERSION, chunk_text
+from query.embedding import EmbeddingPort
+
+#: Entries embedded per batch (and per writer transaction).
+BATCH_ENTRIES = 64
+
+#: The meta key bumped by every stored batch, so readers know their cached matrix is old.
+EMBEDDINGS_SEQ_META = "embeddings_seq"
+
+#: Little-endian float32, whatever the machine.
+VECTOR_DTYPE = np.dtype("<f4")
+
+#: Eligible entries that can have a vector: the ones with non-blank text.
+EMBEDDABLE = "e.eligible = 1 AND trim(e.text) != ''"
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What a stored vector must have been made with to be compared with a query's."""
+
+    model: str
+    dimensions: int
+    chunking_version: int = CHUNKING_VERSION
+
+    @classmethod
+    def of(cls, embedder: EmbeddingPort) -> Stamp:
+        return cls(embedder.name, int(embedder.dimensions))
+
+    def sql(self, alias: str = "v") -> tuple[str, list[object]]:
+        """A WHERE fragment matching current rows of ``alias`` (joined to entries ``e``)."""
+        return (f"{alias}.text_hash = e.text_hash AND {alias}.model = ? AND "
+                f"{alias}.dimensions = ? AND {alias}.chunking_version = ?",
+                [self.model, self.dimensions, self.chunking_version])
+
+
+@dataclass(frozen=True)
+class PendingEntry:
+    """An eligible entry whose vectors are missing or stale."""
+
+    rowid: int
+    session_id: str
+    entry_id: str
+    text: str
+    text_hash: str
+
+
+@dataclass(frozen=True)
+class EntryVectors:
+    """The vectors of one entry's chunks, ready to store."""
+
+    entry: PendingEntry
+    vectors: np.ndarray  # (chunks, dimensions) float32
+
+
+@dataclass
+class EmbedReport:
+    """What one :func:`build_embeddings` call did."""
+
+    entries: int = 0
+    chunks: int = 0
+    batches: int = 0
+    pending: int = 0  # entries still lacking a current vector when it stopped
+    seconds: float = 0.0
+
+    @property
+    def more(self) -> bool:
+        return self.pending > 0
+
+
+def has_table(connection: apsw.Connection) -> bool:
+    """False for an index file written before the embeddings table existed."""
+    return connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'embeddings'"
+    ).fetchone() is not None
+
+
+def encode(vector: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vector, dtype=VECTOR_DTYPE).tobytes()
+
+
+def decode(blobs: Sequence[bytes], dimensions: int) -> np.ndarray:
+    """Stack stored vectors into a ``(len(blobs), dimensions)`` float32 matrix."""
+    if not blobs:
+        return np.zeros((0, dimensions), dtype=np.float32)
+    matrix = np.frombuffer(b"".join(blobs), dtype=VECTOR_DTYPE)
+    return matrix.reshape(len(blobs), dimensions).astype(np.float32, copy=False)
+
+
+def count_pending(connection: apsw.Connection, stamp: Stamp) -> int:
+    """How many embeddable entries lack a current vector."""
+    if not has_table(connection):
+        return connection.execute(f"SELECT count(*) FROM entries e WHERE {EMBEDDABLE}"
+                                  ).fetchone()[0]
+    current, params = stamp.sql()
+    return connection.execute(
+        f"SELECT count(*) FROM entries e WHERE {EMBEDDABLE} AND NOT EXISTS ("
+        f"SELECT 1 FROM embeddings v WHERE v.session_id = e.session_id AND "
+        f"v.entry_id = e.entry_id AND v.chunk = 0 AND {current})", params).fetchone()[0]
+
+
+def pending_entries(connection: apsw.Connection, stamp: Stamp, *, after_rowid: int = 0,
+                    limit: int = BATCH_ENTRIES) -> list[PendingEntry]:
+    """The next ``limit`` embeddable entries (by rowid) lacking a current vector."""
+    columns = "e.rowid, e.session_id, e.entry_id, e.text, e.text_hash"
+    if not has_table(connection):
+        sql = (f"SELECT {columns} FROM entries e WHERE {EMBEDDABLE} AND e.rowid > ? "
+               f"ORDER BY e.rowid LIMIT ?")
+        return [PendingEntry(*row) for row in connection.execute(sql, (after_rowid, limit))]
+    current, params = stamp.sql()
+    sql = (f"SELECT {columns} FROM entries e WHERE {EMBEDDABLE} AND e.rowid > ? AND NOT EXISTS ("
+           f"SELECT 1 FROM embeddings v WHERE v.session_id = e.session_id AND "
+           f"v.entry_id = e.entry_id AND v.chunk = 0 AND {current}) ORDER BY e.rowid LIMIT ?")
+    return [PendingEntry(*row) for row in connection.execute(sql, [after_rowid, *params, limit])]
+
+
+def embed_entries(embedder: EmbeddingPort, entries: Sequence[PendingEntry]) -> list[EntryVectors]:
+    """Chunk and embed ``entries`` with one ``embed`` call (raises ``EmbeddingError``)."""
+    chunks = [chunk_text(entry.text) for entry in entries]
+    flat = [chunk for entry_chunks in chunks for chunk in entry_chunks]
+    matrix = embedder.embed(flat) if flat else np.zeros((0, embedder.dimensions), np.float32)
+    found, start = [], 0
+    for entry, entry_chunks in zip(entries, chunks, strict=True):
+        if entry_chunks:
+            found.append(EntryVectors(entry, matrix[start:start + len(entry_chunks)]))
+        start += len(entry_chunks)
+    return found
+
+
+def store_vectors(connection: apsw.Connection, items: Sequence[EntryVectors],
+                  stamp: Stamp) -> int:
+    """Replace the stored vectors of each entry with ``items``, in one short transaction.
+
+    An entry whose text changed since it was read (its ``text_hash`` moved) is skipped:
+    its new text is pending again. Returns the number of chunk rows written.
+    """
+    written = 0
+    with _immediate(connection):
+        for item in items:
+            entry = item.entry
+            row = connection.execute(
+                "SELECT text_hash FROM entries WHERE session_id = ? AND entry_id = ?",
+                (entry.session_id, entry.entry_id)).fetchone()
+            if row is None or row[0] != entry.text_hash:
+                continue
+            connection.execute("DELETE FROM embeddings WHERE session_id = ? AND entry_id = ?",
+                               (entry.session_id, entry.entry_id))
+            connection.executemany(
+                "INSERT INTO embeddings(session_id, entry_id, chunk, text_hash, model, "
+                "dimensions, chunking_version, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(entry.session_id, entry.entry_id, chunk, entry.text_hash, stamp.model,
+                  stamp.dimensions, stamp.chunking_version, encode(vector))
+                 for chunk, vector in enumerate(item.vectors)])
+            written += len(item.vectors)
+        seq = int(read_meta(connection, EMBEDDINGS_SEQ_META) or 0) + 1
+        write_meta(connection, EMBEDDINGS_SEQ_META, seq)
+    return written
+
+
+Progress = Callable[[int, int], None]
+
+
+def build_embeddings(home: Path, cwd: str, embedder: EmbeddingPort, *, namespace: str = "",
+                     batch_entries: int = BATCH_ENTRIES, time_limit: float | None = None,
+                     lock_timeout: float = 30.0, progress: Progress | None = None) -> EmbedReport:
+    """Embed the project's entries that lack a current vector, batch by batch.
+
+    Stops when none is left or after ``time_limit`` seconds (``report.more`` then
+    says to call again). ``progress(done, total)`` is called after each batch.
+    Raises ``EmbeddingError`` when the embedder fails, ``FileNotFoundError`` when
+    the project has no index.
+    """
+    started = time.monotonic()
+    stamp = Stamp.of(embedder)
+    project = project_dir(home, cwd, namespace)
+    report = EmbedReport()
+    total = _with_reader(project.index_path(), lambda c: count_pending(c, stamp))
+    cursor = 0
+    while True:
+        batch = _with_reader(project.index_path(), lambda c, after=cursor: pending_entries(
+            c, stamp, after_rowid=after, limit=batch_entries))
+        if not batch:
+            break
+        cursor = batch[-1].rowid
+        items = embed_entries(embedder, batch)
+        with ProjectWriter(home, cwd, namespace=namespace, lock_timeout=lock_timeout) as writer:
+            report.chunks += store_vectors(writer.connection, items, stamp)
+        report.entries += len(batch)
+        report.batches += 1
+        if progress is not None:
+            progress(report.entries, max(total, report.entries))
+        if time_limit is not None and time.monotonic() - started > time_limit:
+            break
+    report.pending = _with_reader(project.index_path(), lambda c: count_pending(c, stamp))
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _with_reader(path: Path | None, read: Callable[[apsw.Connection], object]) -> object:
+    if path is None or not path.exists():
+        raise FileNotFoundError("the project has no index yet")
+    connection = open_reader(path)
+    try:
+        with connection:
+            return read(connection)
+    finally:
+        connection.close()

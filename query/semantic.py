@@ -1,0 +1,239 @@
+"""Opt-in hybrid retrieval: vector candidates fused into the lexical ranking.
+
+Called by :class:`query.retrieve.Retriever` after verification and ranking when
+the request says ``semantic: true``. What it does, and why it is safe:
+
+1. Loads the session's stored vectors (``index.embeddings``) that are *current*
+   for the configured embedder (same model, dimensions, chunking version and
+   entry text hash), once per index file, session, model and stored batch, into
+   a numpy matrix kept in the reader's :class:`query.reader.EntryCache`.
+2. Keeps only the rows of the request's allowed scope (on the branch, not in
+   context, eligible type) -- the same :class:`query.candidates.Scope` the
+   lexical searches use -- so vectors obey every branch, context and type rule.
+3. Embeds the latest user message and takes the top chunks by cosine
+   (brute force: a dot product over unit vectors).
+4. Fuses with :func:`query.fusion.fuse`: exact identifier and phrase hits keep
+   their tiers and places; vectors only add and reorder ``other`` candidates.
+   The token budget and privacy policy apply later, to the fused list.
+
+Any problem -- no embeddings table, an embedding set that is missing, partial
+or stale for the allowed scope, an embedder that fails to load, a slow call --
+returns the lexical ranking unchanged with a warning in
+``diagnostics["warnings"]``; ``diagnostics["semantic"]`` carries the counts.
+Nothing here logs or reports request or entry text.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+import numpy as np
+
+from index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
+from index.store import read_meta
+from query.candidates import _COLUMNS, Row, Scope
+from query.embedding import EmbeddingError, EmbeddingPort, get_embedder
+from query.fusion import Candidate, fuse
+from query.ranking import (
+    ACTIVE_BRANCH,
+    AUTHORITY,
+    FTS_MATCH,
+    MAX_TOKEN_PENALTY,
+    TOKENS_FOR_FULL_PENALTY,
+    Ranked,
+)
+
+#: Vector candidates (entries) taken per query, as a multiple of ``max_results``.
+SEMANTIC_FACTOR, SEMANTIC_FLOOR = 2, 12
+#: A vector-only candidate needs at least this cosine similarity to be added.
+MIN_SIMILARITY = 0.25
+#: The whole semantic step must finish within this budget, or lexical results stand.
+DEFAULT_TIMEOUT_MS = 250.0
+#: Only the start of a very long message is embedded (MiniLM reads 256 word pieces).
+MAX_QUERY_CHARS = 2000
+
+
+class SemanticFallback(Exception):
+    """Vectors cannot be used for this call; ``str(error)`` is the warning (no user text)."""
+
+
+@dataclass(frozen=True)
+class SessionVectors:
+    """A session's current chunk vectors: row ``i`` of ``matrix`` belongs to entry ``rowids[i]``."""
+
+    rowids: np.ndarray  # int64, one per chunk row
+    matrix: np.ndarray  # float32 (chunks, dimensions), unit rows
+    embeddable: frozenset[int]  # rowids of the session's entries that should have vectors
+
+
+def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, scope: Scope,
+                 message: str, ranked: list[Ranked], *, embedder_name: str, cache: Any,
+                 max_results: int, diagnostics: dict[str, Any],
+                 timeout_ms: float = DEFAULT_TIMEOUT_MS) -> list[Ranked]:
+    """``ranked`` with vector candidates fused in, or unchanged plus a warning.
+
+    ``scope`` is the request's allowed scope in ``session_id`` (its ``rowids``, or
+    the whole session when None); only its eligible entries can become candidates.
+    """
+    started = time.perf_counter()
+    counts: dict[str, Any] = {"embedder": embedder_name, "used": False}
+    diagnostics["semantic"] = counts
+    try:
+        embedder = _embedder(embedder_name)
+        with connection:  # a savepoint: joins the caller's read snapshot
+            vectors = session_vectors(connection, index_file, session_id, Stamp.of(embedder),
+                                      cache)
+            hits = _search(vectors, scope, message, embedder, max_results, counts, cache,
+                           index_file)
+            _check_time(started, timeout_ms)
+            extra = _rows_for(connection, [rowid for rowid, _ in hits
+                                           if rowid not in {i.row.rowid for i in ranked}])
+    except SemanticFallback as reason:
+        diagnostics["warnings"].append(f"semantic: {reason}; lexical results only")
+        counts["ms"] = _elapsed_ms(started)
+        return ranked
+    fused = _fuse(ranked, hits, extra)
+    counts.update(used=True, added=len(fused) - len(ranked), ms=_elapsed_ms(started))
+    return fused
+
+
+def session_vectors(connection: apsw.Connection, index_file: str, session_id: str,
+                    stamp: Stamp, cache: Any) -> SessionVectors:
+    """The session's current vectors, cached until another batch is stored."""
+    if not has_table(connection):
+        raise SemanticFallback("this index has no embeddings yet")
+    seq = read_meta(connection, EMBEDDINGS_SEQ_META) or "0"
+    key = ("semantic-vectors", index_file, session_id, stamp, seq)
+    found = cache.get(key)
+    if found is None:
+        found = _load(connection, session_id, stamp)
+        cache.put(key, found)
+    return found  # type: ignore[return-value]
+
+
+def _load(connection: apsw.Connection, session_id: str, stamp: Stamp) -> SessionVectors:
+    current, params = stamp.sql()
+    rows = connection.execute(
+        f"SELECT e.rowid, v.vector FROM embeddings v JOIN entries e ON "
+        f"e.session_id = v.session_id AND e.entry_id = v.entry_id "
+        f"WHERE v.session_id = ? AND {EMBEDDABLE} AND {current} ORDER BY e.rowid, v.chunk",
+        [session_id, *params]).fetchall()
+    embeddable = frozenset(row[0] for row in connection.execute(
+        f"SELECT e.rowid FROM entries e WHERE e.session_id = ? AND {EMBEDDABLE}", (session_id,)))
+    return SessionVectors(
+        rowids=np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows)),
+        matrix=decode([row[1] for row in rows], stamp.dimensions),
+        embeddable=embeddable)
+
+
+def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: EmbeddingPort,
+            max_results: int, counts: dict[str, Any], cache: Any,
+            index_file: str) -> list[tuple[int, float]]:
+    """The best (rowid, similarity) per entry in scope, best first."""
+    mask, needed, covered = _scope_mask(vectors, scope, cache, index_file)
+    counts.update(entries_in_scope=needed, embedded_in_scope=covered)
+    if covered < needed:
+        raise SemanticFallback(f"embeddings cover {covered} of {needed} entries in scope")
+    if needed == 0:
+        return []
+    try:
+        query = embedder.embed([message[:MAX_QUERY_CHARS]])[0]
+    except EmbeddingError as error:
+        raise SemanticFallback(f"the query could not be embedded ({type(error).__name__})"
+                               ) from None
+    rows = np.flatnonzero(mask)
+    similarity = vectors.matrix[rows] @ query
+    limit = max(SEMANTIC_FLOOR, SEMANTIC_FACTOR * max_results)
+    take = min(len(rows), limit * 4)  # chunks; several may belong to one entry
+    best = np.argpartition(-similarity, take - 1)[:take]
+    best = best[np.argsort(-similarity[best], kind="stable")]
+    hits: dict[int, float] = {}
+    for position in best:
+        rowid = int(vectors.rowids[rows[position]])
+        if rowid not in hits:
+            hits[rowid] = round(float(similarity[position]), 4)
+        if len(hits) >= limit:
+            break
+    counts["vector_candidates"] = len(hits)
+    return list(hits.items())
+
+
+def _scope_mask(vectors: SessionVectors, scope: Scope, cache: Any,
+                index_file: str) -> tuple[np.ndarray, int, int]:
+    """Which chunk rows are in scope, and how many scoped entries have vectors (cached)."""
+    key = ("semantic-mask", index_file, id(vectors), scope)
+    found = cache.get(key)
+    if found is None:
+        if scope.rowids is None:
+            allowed = vectors.embeddable
+        else:
+            allowed = vectors.embeddable & scope.rowids
+        mask = np.isin(vectors.rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+        covered = len(np.unique(vectors.rowids[mask]))
+        found = (mask, len(allowed), covered)
+        cache.put(key, found)
+    return found  # type: ignore[return-value]
+
+
+def _embedder(name: str) -> EmbeddingPort:
+    try:
+        return get_embedder(name)
+    except EmbeddingError as error:
+        raise SemanticFallback(f"embedder {name!r} is unavailable ({type(error).__name__})"
+                               ) from None
+    except Exception as error:  # a broken model file must never fail the call
+        raise SemanticFallback(f"embedder {name!r} failed to load ({type(error).__name__})"
+                               ) from None
+
+
+def _rows_for(connection: apsw.Connection, rowids: list[int]) -> dict[int, Row]:
+    if not rowids:
+        return {}
+    sql = f"SELECT {_COLUMNS} FROM entries AS e WHERE e.rowid IN (SELECT value FROM json_each(?))"
+    return {row.rowid: row for row in (Row(*values) for values in
+                                       connection.execute(sql, (json.dumps(rowids),)))}
+
+
+def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]],
+          extra: dict[int, Row]) -> list[Ranked]:
+    """Lexical items in their tiers, vector candidates fused into ``other``."""
+    by_key = {(item.row.session_id, item.row.entry_id): item for item in ranked}
+    by_rowid = {item.row.rowid: item for item in ranked}
+    lexical = [Candidate(key, item.tier, item.score, float(item.row.ts_ms or 0))  # type: ignore[arg-type]
+               for key, item in by_key.items()]
+    semantic: list[tuple[tuple[str, str], float]] = []
+    for rowid, similarity in hits:
+        if rowid in by_rowid:  # a lexical candidate: vectors may reorder it within `other`
+            row = by_rowid[rowid].row
+        elif rowid in extra and similarity >= MIN_SIMILARITY:
+            row = extra[rowid]
+            by_key[(row.session_id, row.entry_id)] = _vector_only(row, similarity)
+        else:
+            continue
+        semantic.append(((row.session_id, row.entry_id), similarity))
+    return [by_key[candidate.key] for candidate in fuse(lexical, semantic)]  # type: ignore[index]
+
+
+def _vector_only(row: Row, similarity: float) -> Ranked:
+    """A candidate only the vectors found: tier ``other``, scored by its similarity."""
+    item = Ranked(row, [])
+    item.add(round(FTS_MATCH * similarity, 2), f"semantic similarity {similarity:.2f}")
+    item.add(ACTIVE_BRANCH, "active branch")
+    item.add(AUTHORITY.get(row.role or "", 0.0), f"{row.role} authority")
+    penalty = MAX_TOKEN_PENALTY * min(1.0, row.tokens / TOKENS_FOR_FULL_PENALTY)
+    item.add(-round(penalty, 2), "token cost")
+    item.score = round(item.score, 2)
+    return item
+
+
+def _check_time(started: float, timeout_ms: float) -> None:
+    if _elapsed_ms(started) > timeout_ms:
+        raise SemanticFallback(f"took longer than {timeout_ms:g} ms")
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
