@@ -44,39 +44,41 @@ def percentiles(samples: list[float]) -> dict[str, float]:
             "max": round(ordered[-1], 3)}
 
 
-def timed(function, runs: int) -> list[float]:
-    for _ in range(5):
-        function()
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        function()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
+class Server:
+    """A real `lookback serve` process (its own interpreter and GIL) and a keep-alive client."""
 
+    def __init__(self, environ: dict[str, str]) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "lookback.cli", "serve", "--quiet", "--port", str(self.port)],
+            env={**os.environ, **environ}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_until_listening(self.port, self.process)
+        self.connection = http.client.HTTPConnection("127.0.0.1", self.port)
 
-def http_samples(environ: dict[str, str], body: bytes, runs: int) -> list[float]:
-    """Time requests to a real `lookback serve` process (its own interpreter and GIL)."""
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "lookback.cli", "serve", "--quiet",
-                               "--port", str(port)], env={**os.environ, **environ},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wait_until_listening(port, server)
-    connection = http.client.HTTPConnection("127.0.0.1", port)
-
-    def call() -> None:
-        connection.request("POST", "/v1/retrieve", body=body,
-                           headers={"content-type": "application/json"})
-        response = connection.getresponse()
+    def retrieve(self, body: bytes) -> None:
+        self.connection.request("POST", "/v1/retrieve", body=body,
+                                headers={"content-type": "application/json"})
+        response = self.connection.getresponse()
         assert response.status == 200, response.status
         response.read()
 
-    try:
-        return timed(call, runs)
-    finally:
-        connection.close()
-        server.terminate()
-        server.wait(timeout=10)
+    def close(self) -> None:
+        self.connection.close()
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def interleaved(calls: dict, runs: int, warmup: int = 10) -> dict[str, list[float]]:
+    """Time each call once per round, round after round, so load drift on a shared
+    machine hits every variant alike."""
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for round_number in range(warmup + runs):
+        for name, call in calls.items():
+            started = time.perf_counter()
+            call()
+            if round_number >= warmup:
+                samples[name].append((time.perf_counter() - started) * 1000)
+    return samples
 
 
 def free_port() -> int:
@@ -102,6 +104,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="extra settings for the server, e.g. LOOKBACK_SERVER__WORKERS=0")
     args = parser.parse_args()
 
     from index.sink import EmbeddedSink
@@ -127,18 +131,28 @@ def main() -> None:
         settings = load_settings(environ=environ)
         reader = IndexReader(settings.home)
         evidence = len(api.retrieve(request, settings=settings, reader=reader)["evidence"])
-        in_process = timed(lambda: api.retrieve(request, settings=settings, reader=reader),
-                           args.runs)
         body = json.dumps(request).encode()
-        uncached = http_samples({**environ, "LOOKBACK_SERVER__CACHE_ENTRIES": "0"}, body,
-                                args.runs)
-        cached = http_samples(environ, body, args.runs)
+        extra = dict(item.split("=", 1) for item in args.server_env)
+        uncached = Server({**environ, **extra, "LOOKBACK_SERVER__CACHE_ENTRIES": "0"})
+        cached = Server({**environ, **extra})
+        try:
+            samples = interleaved({
+                "in_process_ms": lambda: api.retrieve(request, settings=settings, reader=reader),
+                "http_cache_off_ms": lambda: uncached.retrieve(body),
+                "http_cached_ms": lambda: cached.retrieve(body),
+            }, args.runs)
+        finally:
+            uncached.close()
+            cached.close()
 
     results = {"messages": report.read.entries, "evidence": evidence, "runs": args.runs,
-               "request_bytes": len(body), "in_process_ms": percentiles(in_process),
-               "http_cache_off_ms": percentiles(uncached), "http_cached_ms": percentiles(cached)}
+               "request_bytes": len(body)}
+    results.update({name: percentiles(values) for name, values in samples.items()})
     results["overhead_p50_ms"] = round(results["http_cache_off_ms"]["p50"]
                                        - results["in_process_ms"]["p50"], 3)
+    paired = [h - i for h, i in zip(samples["http_cache_off_ms"], samples["in_process_ms"],
+                                    strict=True)]
+    results["overhead_paired_p50_ms"] = round(statistics.median(paired), 3)
     print(json.dumps(results, indent=2))
 
 

@@ -239,8 +239,9 @@ class ReaderApp:
         self.manifests = ManifestWriter(manifests or ManifestStore(settings.home, keep=keep))
         self.timeout = float(settings.get("server.request_timeout_seconds",
                                           DEFAULT_REQUEST_TIMEOUT))
-        self.pool = ThreadPoolExecutor(int(settings.get("server.workers", DEFAULT_WORKERS)),
-                                       thread_name_prefix="lookback-call")
+        workers = int(settings.get("server.workers", DEFAULT_WORKERS))
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="lookback-call") \
+            if workers > 0 else None
         self.routes: dict[tuple[str, str], Callable[..., Reply]] = {
             ("POST", "/v1/retrieve"): self.retrieve,
             ("POST", "/v1/search"): self.search,
@@ -279,9 +280,10 @@ class ReaderApp:
 
     def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run an engine call with the per-request time limit (503 when it runs over)."""
-        future = self.pool.submit(function, *args, **kwargs)
         try:
-            return future.result(timeout=self.timeout)
+            if self.pool is None:
+                return function(*args, **kwargs)
+            return self.pool.submit(function, *args, **kwargs).result(timeout=self.timeout)
         except FutureTimeout:
             raise ApiError(503, "timeout", "the request ran over the server's time limit") \
                 from None
@@ -458,7 +460,8 @@ class ReaderApp:
     def close(self) -> None:
         self.manifests.flush()
         self.manifests.close()
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _index_one(settings: Settings, path: Path) -> Any:
