@@ -56,8 +56,30 @@ class Ranked:
                 for reason, points in self.parts]
 
 
-def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: int) -> None:
-    """Fill in ``tier``, ``score`` and ``parts`` (``matches`` must be non-empty)."""
+def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: int,
+          static: tuple[str, list[tuple[str, float]]] | None = None) -> None:
+    """Fill in ``tier``, ``score`` and ``parts`` (``matches`` must be non-empty).
+
+    ``static`` is what ``static_parts`` returned for this row and query, if the
+    caller memoized it; the parts that depend on the other candidates (FTS order,
+    recency) are always computed here.
+    """
+    item.tier, parts = static if static is not None else static_parts(item, on_branch)
+    item.parts = list(parts)
+    item.score = sum(points for _, points in parts)
+    row = item.row
+    if row.fts_rank is not None and fts_hits > 0:
+        item.add(round(MAX_FTS_ORDER * (1 - row.fts_rank / fts_hits), 2), "FTS order")
+    span = newest - oldest
+    recency = MAX_RECENCY if span <= 0 else MAX_RECENCY * (row.seq - oldest) / span
+    item.add(round(recency, 2), "recency")
+    item.score = round(item.score, 2)
+
+
+def static_parts(item: Ranked, on_branch: bool) -> tuple[str, list[tuple[str, float]]]:
+    """Tier and the score parts that depend only on the row and the query's terms."""
+    item.parts = []
+    item.score = 0.0
     first_id = first_phrase = None
     files: set[str] = set()
     symbols: set[str] = set()
@@ -79,6 +101,7 @@ def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: 
             symbols.add(term.text)
         elif kind in ERROR_KINDS:
             errors.add(term.text)
+    row = item.row
     if first_id is not None:
         item.tier = "identifier"
         item.add(EXACT_IDENTIFIER, f"exact identifier {_quote(first_id)}")
@@ -99,18 +122,12 @@ def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: 
         if found:
             count = len(found)
             item.add(points * count, label if count == 1 else f"{label} ×{count}")
-    row = item.row
     authority = AUTHORITY.get(row.role or "")
     if authority:
         item.add(authority, f"{row.role} authority")
-    if row.fts_rank is not None and fts_hits > 0:
-        item.add(round(MAX_FTS_ORDER * (1 - row.fts_rank / fts_hits), 2), "FTS order")
-    span = newest - oldest
-    recency = MAX_RECENCY if span <= 0 else MAX_RECENCY * (row.seq - oldest) / span
-    item.add(round(recency, 2), "recency")
     penalty = MAX_TOKEN_PENALTY * min(1.0, row.tokens / TOKENS_FOR_FULL_PENALTY)
     item.add(-round(penalty, 2), "token cost")
-    item.score = round(item.score, 2)
+    return item.tier, item.parts
 
 
 def sort_key(item: Ranked) -> tuple:

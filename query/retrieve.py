@@ -9,7 +9,6 @@ match, (8) rank, (9) deduplicate, (10) bounded evidence messages, privacy policy
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from query.evidence import envelope, evidence_message, excerpt, message_tokens
 from query.fts_query import build_fts_query
 from query.matching import Match, TermMatcher
 from query.privacy import Classification, PrivacyPolicy, classify
-from query.ranking import Ranked, score, sort_key
+from query.ranking import Ranked, score, sort_key, static_parts
 from query.reader import EntryCache, IndexReader, NotIndexed
 from query.request import RetrievalRequest
 from query.semantic import add_semantic
@@ -38,8 +37,8 @@ INELIGIBLE_WITH_TEXT = frozenset({"compaction", "branch_summary"})
 
 #: Rows fetched per literal and for the FTS query, as multiples of ``max_results``
 #: (with a floor); the scope filters apply before these limits.
-LITERAL_FACTOR, LITERAL_FLOOR = 2, 24
-FTS_FACTOR, FTS_FLOOR = 3, 36
+LITERAL_FACTOR, LITERAL_FLOOR = 2, 16
+FTS_FACTOR, FTS_FLOOR = 2, 24
 
 
 @dataclass(frozen=True)
@@ -212,7 +211,7 @@ class Retriever:
         if built is None:
             built = _build_item(item, label)
             self.reader.entries.put(key, built)
-        return copy.deepcopy(built)  # type: ignore[arg-type]
+        return _copy_item(built)  # type: ignore[arg-type]
 
     def _classification(self, index_file: str, row: Row) -> Classification:
         key = ("classification", index_file, row.rowid)
@@ -236,7 +235,8 @@ class CachedMatcher:
         self.connection = connection
         self.prefix = ("matches", index_file, tuple(terms))
 
-    def match_all(self, rows: list[Row]) -> list[list[Match]]:
+    def match_all(self, rows: list[Row]) -> list[tuple[list[Match], tuple | None]]:
+        """Per row: its verified matches and its static score parts (None: no match)."""
         keys = [(*self.prefix, row.rowid) for row in rows]
         found = [self.cache.get(key) for key in keys]
         misses = [row for row, value in zip(rows, found, strict=True) if value is None]
@@ -244,7 +244,9 @@ class CachedMatcher:
             load_texts(self.connection, misses)
         for index, (row, key) in enumerate(zip(rows, keys, strict=True)):
             if found[index] is None:
-                found[index] = self.matcher.match(row.text or "")
+                matches = self.matcher.match(row.text or "")
+                static = static_parts(Ranked(row, matches), True) if matches else None
+                found[index] = (matches, static)
                 self.cache.put(key, found[index])
         return found  # type: ignore[return-value]
 
@@ -259,16 +261,19 @@ def verify_and_rank(rows: list[Row], matcher: CachedMatcher, allowed_ids: frozen
     on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
     rejected_branch = len(rows) - len(on_scope)  # defensive: SQL already filtered
     unverified = 0
-    for row, matches in zip(on_scope, matcher.match_all(on_scope), strict=True):
+    statics = []
+    for row, (matches, static) in zip(on_scope, matcher.match_all(on_scope), strict=True):
         if not matches:
             unverified += 1
             continue
         ranked.append(Ranked(row, matches))
+        statics.append(static)
     if ranked:
         oldest = min(item.row.seq for item in ranked)
         newest = max(item.row.seq for item in ranked)
-        for item in ranked:
-            score(item, on_branch=True, fts_hits=fts_hits, oldest=oldest, newest=newest)
+        for item, static in zip(ranked, statics, strict=True):
+            score(item, on_branch=True, fts_hits=fts_hits, oldest=oldest, newest=newest,
+                  static=static)
     ranked.sort(key=sort_key)
     diagnostics["alternate_branch_candidates"] = rejected_branch
     diagnostics["unverified_rejected"] = unverified
@@ -338,6 +343,13 @@ def _build_item(item: Ranked, classification: str) -> dict[str, Any]:
         "excerpt": quoted,
         "message": evidence_message(text, row.ts_ms),
     }
+
+
+def _copy_item(built: dict[str, Any]) -> dict[str, Any]:
+    """A copy the caller may change without touching the memoized item."""
+    message = built["message"]
+    return {**built, "reasons": list(built["reasons"]),
+            "message": {**message, "content": [dict(block) for block in message["content"]]}}
 
 
 def _excluded(item: dict[str, Any], reason: str) -> dict[str, Any]:
