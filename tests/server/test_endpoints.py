@@ -171,3 +171,56 @@ def test_request_over_the_size_limit_is_refused(serve, session_file):
     assert answer.body["error"]["code"] == "too-large"
     assert answer.headers["connection"] == "close"
     assert client.post("/v1/retrieve", retrieve_body(session_file)).status == 200
+
+
+class SlowEngine:
+    """An engine whose retrieve outlasts the server's time limit."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.release = threading.Event()
+
+    def retrieve(self, request, *, settings, reader):
+        self.release.wait(10)
+        return {"status": "ok", "evidence": []}
+
+
+def test_a_call_over_the_time_limit_gets_503(home, session_file):
+    from lookback.server import ReaderApp
+
+    from .conftest import settings_for
+
+    engine = SlowEngine()
+    app = ReaderApp(settings_for(home, server__request_timeout_seconds=0.2), engine=engine)
+    try:
+        status, payload, fields = app.handle("POST", "/v1/retrieve", None,
+                                             json.dumps(retrieve_body(session_file)).encode())
+        assert status == 503
+        assert payload["error"]["code"] == "timeout"
+        assert fields == {"error": "timeout"}
+    finally:
+        engine.release.set()
+        app.close()
+
+
+def test_service_mode_nudge_hands_the_file_to_the_service(home, session_file, monkeypatch):
+    from lookback import service
+    from lookback.server import ReaderApp
+
+    from .conftest import settings_for
+
+    calls = []
+    monkeypatch.setattr(service, "nudge_session", lambda settings, path: calls.append(path),
+                        raising=False)
+    app = ReaderApp(settings_for(home, redis_url="redis://127.0.0.1:1/0"))
+    body = json.dumps({"session_file": str(session_file)}).encode()
+    try:
+        status, payload, _ = app.handle("POST", "/v1/nudge", None, body)
+        assert (status, payload) == (202, {"status": "queued"})
+        assert calls == [str(session_file)]
+        monkeypatch.delattr(service, "nudge_session")
+        status, payload, _ = app.handle("POST", "/v1/nudge", None, body)
+        assert (status, payload) == (202, {"status": "unsupported"})
+    finally:
+        app.close()
