@@ -90,3 +90,50 @@ def _write(path, text):
 def _mkdir(path):
     path.mkdir()
     return path
+
+
+def test_a_50_mb_line_is_skipped_with_a_warning(run, tmp_path):
+    session = tmp_path / "big.jsonl"
+    header = json.dumps({"type": "session", "version": 3, "id": "big", "cwd": "/big",
+                         "timestamp": "2026-01-01T00:00:00Z"})
+    huge = json.dumps({"type": "message", "id": "h", "parentId": None, "timestamp": "t",
+                       "message": {"role": "user", "content": "x" * (50 * 1024 * 1024)}})
+    small = json.dumps({"type": "message", "id": "s", "parentId": None, "timestamp": "t",
+                        "message": {"role": "user", "content": "small one"}})
+    session.write_text(f"{header}\n{huge}\n{small}\n")
+    code, out, err = run("index", str(session))
+    assert code == 0
+    assert "1 new entries" in out and "1 oversized" in out
+    assert "skipped a line of 52,428," in err
+
+
+def test_retrieve_reads_stdin_and_writes_json(run, monkeypatch, capsys):
+    import io
+
+    run("index", str(FIXTURES))
+    request = {"session_file": str(fixture_path("before-compaction.jsonl")),
+               "message": "`AppMessage`", "max_results": 2}
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(json.dumps(request).encode())))
+    code, out, _ = run("retrieve")
+    response = json.loads(out)
+    assert code == 0 and response["status"] == "ok" and len(response["evidence"]) == 2
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"{not json")))
+    code, out, _ = run("retrieve")
+    assert code == 2 and json.loads(out)["error"]["code"] == "invalid-request"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(
+        json.dumps({**request, "max_results": 500}).encode())))
+    code, out, _ = run("retrieve")
+    assert code == 2 and "max_results" in json.loads(out)["error"]["message"]
+
+
+def test_search_chooses_its_scope(run):
+    run("index", str(FIXTURES))
+    session = str(fixture_path("pi-session-v3.jsonl"))
+    code, out, _ = run("search", "OracleProvider", "--session-file", session, "--json")
+    branch = {r["entry_id"] for r in json.loads(out)["results"]}
+    code, out, _ = run("search", "OracleProvider", "--session-file", session, "--scope",
+                       "session", "--json")
+    whole = {r["entry_id"] for r in json.loads(out)["results"]}
+    assert code == 0
+    assert "00000004" in whole and "00000004" not in branch  # the sibling branch
+    assert branch < whole
