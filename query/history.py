@@ -18,7 +18,8 @@ from query.candidates import Scope, fts_search, load_texts
 from query.evidence import excerpt
 from query.fts_query import build_fts_query
 from query.privacy import PrivacyPolicy
-from query.reader import IndexReader, NotIndexed
+from query.ranking import Ranked
+from query.reader import IndexReader, NotIndexed, SessionView
 from query.request import RequestError
 from query.retrieve import (
     INELIGIBLE_WITH_TEXT,
@@ -28,7 +29,7 @@ from query.retrieve import (
     _merge,
     verify_and_rank,
 )
-from query.terms import extract_terms
+from query.terms import QueryTerms, extract_terms
 
 SCOPES = ("branch", "session", "project")
 DEFAULT_RESULTS = 20
@@ -45,23 +46,9 @@ class HistorySearch:
         if not terms.has_topic:
             return {"status": "no-query", "query": {}, "results": [], "excluded": []}
         try:
-            ref = self.reader.resolve(session_file=request.get("session_file"),
-                                      project=request.get("project"),
-                                      session_id=request.get("session_id"))
-            holder = self.reader.project_connection(ref.project)
-            with holder.lock:
-                connection, path = holder.current()
-                with connection:
-                    scope, on_branch = self._scope(connection, path, ref.session_id,
-                                                   scope_name, request.get("leaf_id"))
-                    rows = Retriever._literal_rows(connection, terms, scope, 4 * limit)
-                    query = build_fts_query(terms)
-                    fts_rows = fts_search(connection, query, scope, 8 * limit) if query else []
-                    matcher = CachedMatcher(terms, self.reader.entries, str(path), connection)
-                    ranked = verify_and_rank(_merge(rows, fts_rows), matcher, None,
-                                             len(fts_rows), {})
-                    chosen = _deduplicate(ranked, {})[:limit]
-                    load_texts(connection, (item.row for item in chosen))
+            with self.reader.session(**_names(request)) as view:
+                chosen, on_branch = self._ranked(view, terms, scope_name, limit,
+                                                 request.get("leaf_id"))
         except (NotIndexed, OSError):
             return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
                     "excluded": []}
@@ -69,6 +56,21 @@ class HistorySearch:
         shown, excluded = self.policy.apply(results, request.get("provider"))
         return {"status": "ok", "scope": scope_name, "query": terms.by_kind(),
                 "results": shown, "excluded": excluded}
+
+    def _ranked(self, view: SessionView, terms: QueryTerms, scope_name: str, limit: int,
+                leaf_id: str | None) -> tuple[list[Ranked], set[str]]:
+        """Search, verify, rank and deduplicate inside the open read transaction."""
+        connection = view.connection
+        scope, on_branch = self._scope(connection, view.path, view.session_id, scope_name,
+                                       leaf_id)
+        rows = Retriever._literal_rows(connection, terms, scope, 4 * limit)
+        query = build_fts_query(terms)
+        fts_rows = fts_search(connection, query, scope, 8 * limit) if query else []
+        matcher = CachedMatcher(terms, self.reader.entries, str(view.path), connection)
+        ranked = verify_and_rank(_merge(rows, fts_rows), matcher, None, len(fts_rows), {})
+        chosen = _deduplicate(ranked, {})[:limit]
+        load_texts(connection, (item.row for item in chosen))
+        return chosen, on_branch
 
     def _scope(self, connection: apsw.Connection, path: Any, session_id: str, scope: str,
                leaf_id: str | None) -> tuple[Scope, set[str]]:
@@ -87,16 +89,11 @@ class HistorySearch:
             raise RequestError("give entry_id and the session (session_file, or project "
                                "and session_id)")
         try:
-            ref = self.reader.resolve(session_file=request.get("session_file"),
-                                      project=request.get("project"),
-                                      session_id=request.get("session_id"))
-            holder = self.reader.project_connection(ref.project)
-            with holder.lock:
-                connection, _ = holder.current()
-                row = connection.execute(
+            with self.reader.session(**_names(request)) as view:
+                row = view.connection.execute(
                     "SELECT entry_id, session_id, type, role, timestamp, text FROM entries "
                     "WHERE session_id = ? AND entry_id = ?",
-                    (ref.session_id, request["entry_id"])).fetchone()
+                    (view.session_id, request["entry_id"])).fetchone()
         except (NotIndexed, OSError):
             return {"status": "not-indexed"}
         if row is None:
@@ -125,6 +122,10 @@ def _search_fields(request: Any) -> tuple[str, str, int]:
                                                 and request.get("session_id")):
         raise RequestError("name the session: session_file, or project and session_id")
     return text[:200_000], scope, limit
+
+
+def _names(request: dict[str, Any]) -> dict[str, Any]:
+    return {key: request.get(key) for key in ("session_file", "project", "session_id")}
 
 
 def _leaf(connection: apsw.Connection, session_id: str) -> str:

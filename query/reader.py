@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,15 @@ HEADER_CACHE_SIZE = 1024
 
 class NotIndexed(LookupError):
     """The project or session has no index (yet)."""
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """An open read transaction on one project index, about one session."""
+
+    connection: apsw.Connection
+    path: Path
+    session_id: str
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,21 @@ class IndexReader:
         return found
 
     # -- connections ------------------------------------------------------------
+
+    @contextmanager
+    def session(self, *, session_file: str | None = None, project: str | None = None,
+                session_id: str | None = None) -> Iterator[SessionView]:
+        """The named session's index, locked and inside one short read transaction.
+
+        Raises NotIndexed when the project or its index is missing (and OSError
+        when a session file cannot be read).
+        """
+        ref = self.resolve(session_file=session_file, project=project, session_id=session_id)
+        holder = self.project_connection(ref.project)
+        with holder.lock:
+            connection, path = holder.current()
+            with connection:
+                yield SessionView(connection, path, ref.session_id)
 
     def project_connection(self, project: ProjectDir) -> ProjectConnection:
         with self._lock:

@@ -66,54 +66,48 @@ class Retriever:
         if not terms.has_topic:
             return _answer("no-query", terms, diagnostics, started)
         try:
-            ref = self.reader.resolve(session_file=request.session_file,
-                                      project=request.project, session_id=request.session_id)
-            holder = self.reader.project_connection(ref.project)
+            with self.reader.session(session_file=request.session_file,
+                                     project=request.project,
+                                     session_id=request.session_id) as view:
+                return self._retrieve(view.connection, view.path, view.session_id, request,
+                                      terms, diagnostics, started)
         except (NotIndexed, OSError):
             return _answer("not-indexed", terms, diagnostics, started)
-        with holder.lock:
-            try:
-                connection, path = holder.current()
-                return self._retrieve(connection, path, ref.session_id, request, terms,
-                                      diagnostics, started)
-            except NotIndexed:
-                return _answer("not-indexed", terms, diagnostics, started)
 
     def _retrieve(self, connection: apsw.Connection, path: Any, session_id: str,
                   request: RetrievalRequest, terms: QueryTerms, diagnostics: dict[str, Any],
                   started: float) -> dict[str, Any]:
-        with connection:  # one read snapshot, short
-            diagnostics["index_watermark"] = int(read_meta(connection, "applied_seq") or 0)
-            allowed = self._allowed(connection, path, session_id, request)
-            scope = allowed.scope
-            literal_limit = max(LITERAL_FLOOR, LITERAL_FACTOR * request.max_results)
-            fts_limit = max(FTS_FLOOR, FTS_FACTOR * request.max_results)
+        diagnostics["index_watermark"] = int(read_meta(connection, "applied_seq") or 0)
+        allowed = self._allowed(connection, path, session_id, request)
+        scope = allowed.scope
+        literal_limit = max(LITERAL_FLOOR, LITERAL_FACTOR * request.max_results)
+        fts_limit = max(FTS_FLOOR, FTS_FACTOR * request.max_results)
+        try:
+            rows = self._literal_rows(connection, terms, scope, literal_limit)
+        except apsw.Error as error:
+            diagnostics["warnings"].append(f"exact search failed: {type(error).__name__}")
+            return _answer("disabled", terms, diagnostics, started)
+        fts_query = build_fts_query(terms)
+        fts_rows: list[Row] = []
+        if fts_query is not None:
             try:
-                rows = self._literal_rows(connection, terms, scope, literal_limit)
+                fts_rows = fts_search(connection, fts_query, scope, fts_limit)
+                diagnostics["in_context_removed"] = count_fts(
+                    connection, fts_query, allowed.context_scope)
             except apsw.Error as error:
-                diagnostics["warnings"].append(f"exact search failed: {type(error).__name__}")
-                return _answer("disabled", terms, diagnostics, started)
-            fts_query = build_fts_query(terms)
-            fts_rows: list[Row] = []
-            if fts_query is not None:
-                try:
-                    fts_rows = fts_search(connection, fts_query, scope, fts_limit)
-                    diagnostics["in_context_removed"] = count_fts(
-                        connection, fts_query, allowed.context_scope)
-                except apsw.Error as error:
-                    diagnostics["warnings"].append(f"FTS search failed: {type(error).__name__}")
-            merged = _merge(rows, fts_rows)
-            diagnostics["candidates"] = len(merged)
-            matcher = CachedMatcher(terms, self.reader.entries, str(path), connection)
-            ranked = verify_and_rank(merged, matcher, allowed.ids, len(fts_rows), diagnostics)
-            if request.semantic and request.message is not None:
-                ranked = add_semantic(connection, str(path), session_id, scope, request.message,
-                                      ranked, embedder_name=self.embedder,
-                                      cache=self.reader.entries,
-                                      max_results=request.max_results, diagnostics=diagnostics)
-            unique = _deduplicate(ranked, diagnostics)
-            evidence, excluded = self._evidence(unique, request, connection, str(path),
-                                                diagnostics)
+                diagnostics["warnings"].append(f"FTS search failed: {type(error).__name__}")
+        merged = _merge(rows, fts_rows)
+        diagnostics["candidates"] = len(merged)
+        matcher = CachedMatcher(terms, self.reader.entries, str(path), connection)
+        ranked = verify_and_rank(merged, matcher, allowed.ids, len(fts_rows), diagnostics)
+        if request.semantic and request.message is not None:
+            ranked = add_semantic(connection, str(path), session_id, scope, request.message,
+                                  ranked, embedder_name=self.embedder,
+                                  cache=self.reader.entries,
+                                  max_results=request.max_results, diagnostics=diagnostics)
+        unique = _deduplicate(ranked, diagnostics)
+        evidence, excluded = self._evidence(unique, request, connection, str(path),
+                                            diagnostics)
         return _answer("ok", terms, diagnostics, started, evidence, excluded)
 
     # -- steps 6 and 7: what may be returned -------------------------------------
