@@ -33,6 +33,24 @@ def queue_sink(settings: Settings) -> RedisSink:
     return RedisSink(_config(settings))
 
 
+def nudge_session(settings: Settings, session_file: str) -> int:
+    """Publish what ``session_file`` gained since it was last read; returns events sent.
+
+    The Pi extension calls this (through ``POST /v1/nudge``) at turn ends and after
+    compaction, so a session is indexed promptly even without ``lookback watch``.
+    The workers are nudged by the sink as usual.
+    """
+    from pathlib import Path
+
+    from ingest.pipeline import ingest_files
+
+    with queue_sink(settings) as sink:
+        report = ingest_files([Path(session_file)], sink, strict=True)
+    if report.errors:
+        raise UserError(report.errors[0])
+    return report.events
+
+
 def enqueue_rebuilds(settings: Settings, projects: Iterable[ProjectDir]) -> int:
     """Queue a background rebuild of each project; returns how many were queued."""
     config = _config(settings)

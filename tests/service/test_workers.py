@@ -100,3 +100,20 @@ def test_three_projects_written_concurrently(service, workers, tmp_path) -> None
         # in order: the log holds the entries in the order of the file
         assert logged == [(session, entry) for session, entry, _, _ in expected]
         assert {session for session, _ in logged} == {f"session-{Path(cwd).name}"}
+
+
+def test_a_nudge_indexes_one_session_through_the_workers(service, workers, tmp_path) -> None:
+    """What ``POST /v1/nudge`` does in service mode: no watcher needed."""
+    from lookback.service import nudge_session
+
+    cwd = "/work/nudged"
+    path = tmp_path / "nudged.jsonl"
+    lines = session_lines("nudge-1", cwd)
+    append(path, lines[:50])
+    workers.append(service.worker().start())
+    assert nudge_session(service.settings, str(path)) > 0
+    wait_for(lambda: complete(service, path, cwd), 30, "the nudged session")
+    append(path, lines[50:80])
+    assert nudge_session(service.settings, str(path)) == 30
+    wait_for(lambda: complete(service, path, cwd), 30, "the appended lines")
+    assert nudge_session(service.settings, str(path)) == 0  # nothing new, nothing sent
