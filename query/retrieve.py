@@ -9,6 +9,7 @@ match, (8) rank, (9) deduplicate, (10) bounded evidence messages, privacy policy
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -62,7 +63,7 @@ class Retriever:
         diagnostics: dict[str, Any] = {"warnings": []}
         if request.message is None:
             return _answer("no-query", None, diagnostics, started)
-        terms = extract_terms(request.message)
+        terms = terms_of(request.message)
         if not terms.has_topic:
             return _answer("no-query", terms, diagnostics, started)
         try:
@@ -214,6 +215,12 @@ class Retriever:
             level = classify(row.text)
             self.reader.entries.put(key, level)
         return level  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=1024)
+def terms_of(message: str) -> QueryTerms:
+    """``extract_terms``, memoized: a tool loop asks about the same message many times."""
+    return extract_terms(message)
 
 
 class CachedMatcher:

@@ -198,3 +198,24 @@ def test_only_one_writer_per_project(home):
     with ProjectWriter(home, "/fixture"):
         with pytest.raises(WriterBusy):
             ProjectWriter(home, "/fixture", lock_timeout=0.2)
+
+
+def test_orphans_and_parent_cycles_end_the_branch_walk(home, tmp_path):
+    def entry(entry_id, parent):
+        return json.dumps({"type": "message", "id": entry_id, "parentId": parent,
+                           "timestamp": "t", "message": {"role": "user", "content": entry_id}})
+
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join([
+        json.dumps({"type": "session", "version": 3, "id": "odd", "cwd": "/odd",
+                    "timestamp": "2026-01-01T00:00:00Z"}),
+        entry("a", None), entry("b", "a"),
+        entry("orphan", "missing-parent"), entry("child", "orphan"),
+        entry("x", "z"), entry("y", "x"), entry("z", "y"),  # a parent cycle
+    ]) + "\n")
+    index_paths(home, path)
+    db = reader_for(home, "/odd")
+    assert ids(branch(db, "odd", "b")) == ["a", "b"]
+    assert ids(branch(db, "odd", "child")) == ["orphan", "child"]
+    cycle = ids(branch(db, "odd", "z"))
+    assert sorted(cycle) == ["x", "y", "z"] and cycle[-1] == "z"
