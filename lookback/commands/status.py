@@ -38,10 +38,19 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     print(f"data directory: {report['home']} ({report['mode']} mode)")
+    redis_info = report.get("redis")
+    if redis_info:
+        state = redis_info.get("error") or "reachable"
+        print(f"redis: {redis_info['url']} (prefix {redis_info['prefix']}): {state}")
+    for queue, figures in (report.get("queues") or {}).items():
+        print(f"queue {queue}: " + ", ".join(f"{k.replace('_', ' ')} {v}"
+                                              for k, v in figures.items()))
     if not report["projects"]:
         print("no projects indexed yet: run `lookback index`")
     for project in report["projects"]:
         print(f"\n{project['project']}  ({project.get('cwd')})")
+        if project.get("state"):
+            print(f"  {'state':<18} {project['state']}")
         for key in ("sessions", "entries", "events_applied", "last_indexed_at",
                     "index_bytes", "schema_version", "generation"):
             value = project.get(key)
