@@ -145,19 +145,24 @@ class IndexReader:
     # -- tree -------------------------------------------------------------------
 
     def branch(self, connection: apsw.Connection, path: Path, session_id: str,
-               leaf_id: str) -> list[PathEntry]:
-        """The leaf's branch (root first), cached while the session is not reset."""
-        row = connection.execute(
-            "SELECT epoch FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
-        if row is None:
-            raise NotIndexed("session not indexed")
-        key = (str(path), session_id, leaf_id, row[0])
+               leaf_id: str, epoch: int | None = None) -> list[PathEntry]:
+        """The leaf's branch (root first), cached while the session is not reset.
+
+        ``epoch`` is the session's reset counter, if the caller read it already.
+        """
+        if epoch is None:
+            row = connection.execute(
+                "SELECT epoch FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise NotIndexed("session not indexed")
+            epoch = row[0]
+        key = (str(path), session_id, leaf_id, epoch)
         with self._lock:
             cached = self._branches.get(key)
             if cached is not None:
                 self._branches.move_to_end(key)
                 return cached
-        found = self._extend_cached(connection, path, session_id, leaf_id, row[0])
+        found = self._extend_cached(connection, path, session_id, leaf_id, epoch)
         with self._lock:
             self._branches[key] = found
             while len(self._branches) > BRANCH_CACHE_SIZE:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
-from index.store import read_meta
 from index.tree import PathEntry
 from query.candidates import Row, Scope, count_fts, fts_search, literal_search, load_texts
 from query.evidence import envelope, evidence_message, excerpt, message_tokens
@@ -78,8 +78,13 @@ class Retriever:
     def _retrieve(self, connection: apsw.Connection, path: Any, session_id: str,
                   request: RetrievalRequest, terms: QueryTerms, diagnostics: dict[str, Any],
                   started: float) -> dict[str, Any]:
-        diagnostics["index_watermark"] = int(read_meta(connection, "applied_seq") or 0)
-        allowed = self._allowed(connection, path, session_id, request)
+        state = connection.execute(
+            "SELECT leaf_id, epoch, (SELECT value FROM meta WHERE key = 'applied_seq') "
+            "FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        if state is None:
+            raise NotIndexed("session not indexed")
+        diagnostics["index_watermark"] = int(state[2] or 0)
+        allowed = self._allowed(connection, path, session_id, request, state[0], state[1])
         scope = allowed.scope
         literal_limit = max(LITERAL_FLOOR, LITERAL_FACTOR * request.max_results)
         fts_limit = max(FTS_FLOOR, FTS_FACTOR * request.max_results)
@@ -114,7 +119,7 @@ class Retriever:
     # -- steps 6 and 7: what may be returned -------------------------------------
 
     def _allowed(self, connection: apsw.Connection, path: Any, session_id: str,
-                 request: RetrievalRequest) -> Allowed:
+                 request: RetrievalRequest, session_leaf: str | None, epoch: int) -> Allowed:
         """Steps 6 and 7 as SQL scopes: the branch minus the entries in context.
 
         ``branch_ids``/``context_ids`` from the caller are authoritative; otherwise
@@ -122,13 +127,10 @@ class Retriever:
         inputs, since every call of a tool loop asks about the same branch.
         """
         leaf = request.leaf_id or (request.branch_ids[-1] if request.branch_ids else None)
+        leaf = leaf or session_leaf
         if leaf is None:
-            row = connection.execute("SELECT leaf_id FROM sessions WHERE session_id = ?",
-                                     (session_id,)).fetchone()
-            if row is None or row[0] is None:
-                raise NotIndexed("session not indexed")
-            leaf = row[0]
-        branch = self.reader.branch(connection, path, session_id, leaf)
+            raise NotIndexed("session has no entries")
+        branch = self.reader.branch(connection, path, session_id, leaf, epoch)
         key = ("allowed", str(path), session_id, leaf, id(branch),
                request.branch_ids, request.context_ids)
         cached = self.reader.entries.get(key)
@@ -182,10 +184,14 @@ class Retriever:
         for position, item in enumerate(ranked):
             if len(evidence) >= request.max_results:
                 break
-            if item.row.text is None:  # read the next few texts together
-                load_texts(connection, (i.row for i in ranked[position:position + 16]))
-            level = self._classification(index_file, item.row)
-            built = self._build_item(index_file, item, level.label)
+
+            def read_text(position: int = position) -> None:
+                # Only on a memo miss; then read the next few texts together.
+                if ranked[position].row.text is None:
+                    load_texts(connection, (i.row for i in ranked[position:position + 16]))
+
+            level = self._classification(index_file, item.row, read_text)
+            built = self._build_item(index_file, item, level.label, read_text)
             if level > ceiling:
                 excluded.append(_excluded(built, f"privacy: {level.label} exceeds "
                                           f"{ceiling.label} for this provider"))
@@ -198,21 +204,25 @@ class Retriever:
         diagnostics["tokens_used"] = used
         return evidence, excluded
 
-    def _build_item(self, index_file: str, item: Ranked, label: str) -> dict[str, Any]:
+    def _build_item(self, index_file: str, item: Ranked, label: str,
+                    read_text: Callable[[], None]) -> dict[str, Any]:
         """The evidence item, memoized: same row and same score parts, same message."""
         key = ("evidence", index_file, item.row.rowid, item.tier, tuple(item.parts),
                item.matches[0].position if item.matches else None, label)
         built = self.reader.entries.get(key)
         if built is None:
+            read_text()
             built = _build_item(item, label)
             self.reader.entries.put(key, built)
         return _copy_item(built)  # type: ignore[arg-type]
 
-    def _classification(self, index_file: str, row: Row) -> Classification:
+    def _classification(self, index_file: str, row: Row,
+                        read_text: Callable[[], None]) -> Classification:
         key = ("classification", index_file, row.rowid)
         level = self.reader.entries.get(key)
         if level is None:
-            level = classify(row.text)
+            read_text()
+            level = classify(row.text or "")
             self.reader.entries.put(key, level)
         return level  # type: ignore[return-value]
 
@@ -234,7 +244,9 @@ class CachedMatcher:
         self.matcher = TermMatcher(terms)
         self.cache = cache
         self.connection = connection
-        self.prefix = ("matches", index_file, tuple(terms))
+        # A plain string hashes once and is cached by Python; a tuple of Terms is not.
+        signature = "\x1f".join(f"{term.kind}\x1e{term.text}" for term in terms)
+        self.prefix = ("matches", index_file, signature)
 
     def match_all(self, rows: list[Row]) -> list[tuple[list[Match], tuple | None]]:
         """Per row: its verified matches and its static score parts (None: no match)."""
