@@ -1,0 +1,67 @@
+"""The HTTP layer itself, byte by byte: keep-alive, bounded heads, bad framing."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+from .conftest import retrieve_body
+
+
+def exchange(port: int, data: bytes) -> list[tuple[int, bytes]]:
+    """Send raw bytes, read until the server closes; return (status, body) per answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        raw = b""
+        while chunk := sock.recv(65536):
+            raw += chunk
+    answers = []
+    while raw:
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        length = next(int(line.split(b":")[1]) for line in lines
+                      if line.lower().startswith(b"content-length:"))
+        answers.append((int(lines[0].split()[1]), rest[:length]))
+        raw = rest[length:]
+    return answers
+
+
+def request(method: str, path: str, body: bytes = b"", *extra: str) -> bytes:
+    head = [f"{method} {path} HTTP/1.1", "host: test", f"content-length: {len(body)}", *extra]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def test_keep_alive_answers_several_requests_on_one_connection(serve, session_file):
+    client = serve()
+    body = json.dumps(retrieve_body(session_file)).encode()
+    data = (request("GET", "/v1/health") + request("POST", "/v1/retrieve", body)
+            + request("GET", "/v1/health", b"", "connection: close"))
+    answers = exchange(client.port, data)
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert json.loads(answers[1][1])["status"] == "ok"
+
+
+def test_malformed_heads_get_400_and_close(serve):
+    client = serve()
+    for data in (b"NONSENSE\r\n\r\n",
+                 b"GET /v1/health HTTP/1.1\r\nno colon here\r\n\r\n",
+                 b"GET /v1/health HTTP/1.1\r\n" + b"x-a: b\r\n" * 200 + b"\r\n",
+                 b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n"):
+        answers = exchange(client.port, data)
+        assert [status for status, _ in answers] == [400]
+
+
+def test_chunked_and_negative_lengths_are_refused(serve):
+    client = serve()
+    chunked = (b"POST /v1/retrieve HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"
+               b"5\r\nhello\r\n0\r\n\r\n")
+    assert [s for s, _ in exchange(client.port, chunked)] == [400]
+    negative = b"POST /v1/retrieve HTTP/1.1\r\ncontent-length: -4\r\n\r\n"
+    assert [s for s, _ in exchange(client.port, negative)] == [400]
+
+
+def test_http_1_0_closes_after_one_answer(serve):
+    client = serve()
+    answers = exchange(client.port, b"GET /v1/health HTTP/1.0\r\n\r\n"
+                                    b"GET /v1/health HTTP/1.0\r\n\r\n")
+    assert [status for status, _ in answers] == [200]
