@@ -57,18 +57,21 @@ class ProjectWriter:
         return None if row is None or row[0] is None else FileState.from_json(row[0])
 
     def write(self, events: Iterable[Event], *, state: FileState | None = None,
+              states: Iterable[FileState] = (),
               source_ids: Iterable[str | None] | None = None,
               extra: Callable[[apsw.Connection], None] | None = None) -> int:
-        """Append and apply ``events``; record ``state`` in the same transaction."""
+        """Append and apply ``events``; record the file ``state`` (or several ``states``,
+        when the events come from several files) in the same transaction."""
+        recorded = [*states, *([state] if state is not None else [])]
 
         def record(connection: apsw.Connection) -> None:
-            if state is not None:
-                connection.execute(
-                    "INSERT INTO files(path, session_id, state, updated_at) VALUES (?,?,?,?) "
-                    "ON CONFLICT(path) DO UPDATE SET session_id = excluded.session_id,"
-                    " state = excluded.state, updated_at = excluded.updated_at",
-                    (state.path, state.session_id, state.to_json(), time.time()),
-                )
+            now = time.time()
+            connection.executemany(
+                "INSERT INTO files(path, session_id, state, updated_at) VALUES (?,?,?,?) "
+                "ON CONFLICT(path) DO UPDATE SET session_id = excluded.session_id,"
+                " state = excluded.state, updated_at = excluded.updated_at",
+                [(s.path, s.session_id, s.to_json(), now) for s in recorded],
+            )
             if extra is not None:
                 extra(connection)
 

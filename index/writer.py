@@ -13,7 +13,6 @@ entry replaces the earlier one (Pi's "last write wins" for reused ids).
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -22,6 +21,7 @@ import apsw
 
 from index.schema import SCHEMA_VERSION
 from index.store import read_meta, write_meta
+from ingest import jsonio
 from ingest.events import Event, EventError
 from query.tokens import estimate_tokens  # one estimate for index and budgets
 
@@ -54,7 +54,7 @@ def append_events(connection: apsw.Connection, events: Iterable[Event], *,
             connection.execute(
                 "INSERT INTO events(kind, session_id, payload, source_id, created_at) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (event.kind, event.session_id, json.dumps(event.payload, ensure_ascii=False),
+                (event.kind, event.session_id, jsonio.dumps(event.payload),
                  source_id, now),
             )
             seq = connection.last_insert_rowid()
@@ -72,7 +72,7 @@ def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) ->
     now = time.time()
     touched: dict[str, list] = {}
     for kind, session_id, payload in rows:
-        apply_event(connection, Event(kind, session_id, "", json.loads(payload)), now, touched)
+        apply_event(connection, Event(kind, session_id, "", jsonio.loads(payload)), now, touched)
     _flush_sessions(connection, touched, now)
 
 

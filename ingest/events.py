@@ -15,9 +15,10 @@ Kinds
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from ingest import jsonio
 
 EVENT_KINDS = ("session", "entry", "reset", "leaf")
 
@@ -34,16 +35,13 @@ class Event:
     payload: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"kind": self.kind, "session_id": self.session_id, "cwd": self.cwd,
-             "payload": self.payload},
-            ensure_ascii=False, separators=(",", ":"),
-        )
+        return jsonio.dumps({"kind": self.kind, "session_id": self.session_id, "cwd": self.cwd,
+                             "payload": self.payload})
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Event:
         try:
-            data = json.loads(text)
+            data = jsonio.loads(text)
             event = cls(kind=data["kind"], session_id=data["session_id"], cwd=data["cwd"],
                         payload=data.get("payload") or {})
         except (ValueError, KeyError, TypeError) as error:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, BinaryIO
 
+from ingest import jsonio
 from ingest.entries import normalize_entry
 from ingest.events import Event
 
@@ -278,7 +279,7 @@ def _skip_to_newline(handle: BinaryIO) -> tuple[int, bool]:
 
 def _parse(line: bytes) -> dict[str, Any] | None:
     try:
-        obj = json.loads(line)
+        obj = jsonio.loads(line)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
