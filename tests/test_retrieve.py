@@ -295,3 +295,22 @@ def test_exact_search_failure_disables_and_fts_failure_warns(indexed, ask, monke
     monkeypatch.setattr(pipeline, "literal_search", broken)
     response = ask(BEFORE, "`AppMessage`")
     assert response["status"] == "disabled" and response["evidence"] == []
+
+
+def test_the_reader_never_loads_redis_or_dramatiq(indexed):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, lookback\n"
+        "from lookback.settings import load_settings\n"
+        f"s = load_settings({{'home': {str(indexed)!r}}}, environ={{}})\n"
+        f"r = lookback.retrieve({{'session_file': {str(BEFORE)!r}, 'message': 'AppMessage'}},"
+        " settings=s)\n"
+        "assert r['status'] == 'ok', r['status']\n"
+        "import query.history, query.semantic, query.planner, query.privacy\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'dramatiq')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
