@@ -82,32 +82,33 @@ class FoldedText:
             self.folded = original.lower()
             self._folded_starts: list[int] | None = None
             return
+        # Anchors map folded positions back. ASCII and every character that folds to
+        # exactly one character keep positions aligned, so one linear anchor covers
+        # them; only characters that fold to zero or several need anchors of their own.
         pieces: list[str] = []
-        folded_starts: list[int] = []
-        original_starts: list[int] = []
-        linear: list[bool] = []
+        folded_starts: list[int] = [0]
+        original_starts: list[int] = [0]
+        linear: list[bool] = [True]
         folded_len = 0
         ascii_from = 0
-
-        def anchor(original_pos: int, is_linear: bool) -> None:
-            folded_starts.append(folded_len)
-            original_starts.append(original_pos)
-            linear.append(is_linear)
-
         for run in _NON_ASCII_RUN.finditer(original):
             if run.start() > ascii_from:
-                anchor(ascii_from, True)
                 chunk = original[ascii_from : run.start()].lower()
                 pieces.append(chunk)
                 folded_len += len(chunk)
             for offset, char in enumerate(run.group()):
-                anchor(run.start() + offset, False)
                 folded_char = fold_char(char)
                 pieces.append(folded_char)
+                if len(folded_char) == 1:
+                    folded_len += 1
+                    continue
+                position = run.start() + offset
+                folded_starts += [folded_len, folded_len + len(folded_char)]
+                original_starts += [position, position + 1]
+                linear += [False, True]
                 folded_len += len(folded_char)
             ascii_from = run.end()
         if ascii_from < len(original):
-            anchor(ascii_from, True)
             pieces.append(original[ascii_from:].lower())
         self.folded = "".join(pieces)
         self._folded_starts = folded_starts

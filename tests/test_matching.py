@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from query.matching import Match, TermMatcher, find_keyword, find_literal, matched_terms
-from query.normalize import FoldedText
+from query.normalize import FoldedText, fold
 from query.terms import ERROR, IDENTIFIER, KEYWORD, PATH, PHRASE, Term, extract_terms
 
 # An assistant reply in the style of the fixtures (before-compaction.jsonl).
@@ -124,3 +124,14 @@ def test_hostile_texts_and_terms_do_not_raise():
         matcher.match(text)
     assert find_keyword("abc", "") is None
     assert find_literal("abc", "") is None
+
+
+def test_positions_map_back_through_one_to_many_and_one_to_one_folds():
+    text = "Straße → ＣＯＮＦＩＧ résumé ﬁle ─ config ✓ done"
+    folded = FoldedText(text)
+    for word in ("config", "resume", "done", "strasse", "file"):
+        position = folded.folded.find(word)
+        assert position >= 0, word
+        original = folded.original_position(position)
+        assert fold(text[original:original + len(word) + 1]).startswith(word[:3]), word
+    assert text[folded.original_position(folded.folded.find("done")):].startswith("done")
