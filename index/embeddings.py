@@ -236,3 +236,30 @@ def _with_reader(path: Path | None, read: Callable[[apsw.Connection], object]) -
             return read(connection)
     finally:
         connection.close()
+
+
+def copy_embeddings(source: apsw.Connection, target: apsw.Connection,
+                    batch_rows: int = 2000) -> int:
+    """Copy every stored vector from ``source`` into ``target`` (a rebuild's new file).
+
+    Why copy rather than re-embed: vectors are keyed by entry key and text hash, and
+    a rebuild replays the same entries, so they stay valid; any that no longer
+    match are stale and ignored, and the builder re-embeds only those. Runs in
+    batches of short transactions; returns the number of rows copied.
+    """
+    if not has_table(source):
+        return 0
+    copied, after = 0, ("", "", -1)
+    columns = ("session_id, entry_id, chunk, text_hash, model, dimensions, chunking_version, "
+               "vector")
+    while True:
+        rows = source.execute(
+            f"SELECT {columns} FROM embeddings WHERE (session_id, entry_id, chunk) > (?, ?, ?) "
+            f"ORDER BY session_id, entry_id, chunk LIMIT ?", (*after, batch_rows)).fetchall()
+        if not rows:
+            return copied
+        with target:
+            target.executemany(f"INSERT OR REPLACE INTO embeddings({columns}) "
+                               f"VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        copied += len(rows)
+        after = rows[-1][:3]

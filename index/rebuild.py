@@ -4,6 +4,11 @@ Phase 1 copies and replays the log as of a read snapshot, without the writer loc
 so appends go on meanwhile. Phase 2 takes the lock, catches up with the events
 appended since, and points ``CURRENT`` at the new generation. Readers that opened
 the old file keep answering from it until they reopen.
+
+Semantic vectors are carried over in phase 1 (``index.embeddings.copy_embeddings``):
+they are keyed by entry key and text hash, so the replayed entries keep them. Vectors
+stored after that copy are not carried; those entries are re-embedded in the
+background, and until then semantic calls fall back to lexical results.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 
 import apsw
 
+from index.embeddings import copy_embeddings
 from index.layout import ProjectDir
 from index.project import acquire_lock
 from index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
@@ -51,6 +57,7 @@ def rebuild(project: ProjectDir, *, progress: Progress | None = None,
     target = open_writer(new_path)
     try:
         copied = _copy_events(source, target, done=0, progress=progress)
+        copy_embeddings(source, target)
         lock = acquire_lock(project.lock_path, lock_timeout)
         try:
             if project.current_generation() != old_generation:

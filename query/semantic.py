@@ -73,11 +73,12 @@ class SessionVectors:
 def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, scope: Scope,
                  message: str, ranked: list[Ranked], *, embedder_name: str, cache: Any,
                  max_results: int, diagnostics: dict[str, Any],
-                 timeout_ms: float = DEFAULT_TIMEOUT_MS) -> list[Ranked]:
+                 timeout_ms: float | None = None) -> list[Ranked]:
     """``ranked`` with vector candidates fused in, or unchanged plus a warning.
 
     ``scope`` is the request's allowed scope in ``session_id`` (its ``rowids``, or
     the whole session when None); only its eligible entries can become candidates.
+    ``timeout_ms`` defaults to ``DEFAULT_TIMEOUT_MS``.
     """
     started = time.perf_counter()
     counts: dict[str, Any] = {"embedder": embedder_name, "used": False}
@@ -89,7 +90,7 @@ def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, 
                                       cache)
             hits = _search(vectors, scope, message, embedder, max_results, counts, cache,
                            index_file)
-            _check_time(started, timeout_ms)
+            _check_time(started, DEFAULT_TIMEOUT_MS if timeout_ms is None else timeout_ms)
             extra = _rows_for(connection, [rowid for rowid, _ in hits
                                            if rowid not in {i.row.rowid for i in ranked}])
     except SemanticFallback as reason:
@@ -134,26 +135,26 @@ def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: Embed
             max_results: int, counts: dict[str, Any], cache: Any,
             index_file: str) -> list[tuple[int, float]]:
     """The best (rowid, similarity) per entry in scope, best first."""
-    mask, needed, covered = _scope_mask(vectors, scope, cache, index_file)
-    counts.update(entries_in_scope=needed, embedded_in_scope=covered)
-    if covered < needed:
-        raise SemanticFallback(f"embeddings cover {covered} of {needed} entries in scope")
-    if needed == 0:
+    scoped = _scoped(vectors, scope, cache, index_file)
+    counts.update(entries_in_scope=scoped.needed, embedded_in_scope=scoped.covered)
+    if scoped.covered < scoped.needed:
+        raise SemanticFallback(f"embeddings cover {scoped.covered} of {scoped.needed} "
+                               f"entries in scope")
+    if scoped.needed == 0:
         return []
     try:
         query = embedder.embed([message[:MAX_QUERY_CHARS]])[0]
     except EmbeddingError as error:
         raise SemanticFallback(f"the query could not be embedded ({type(error).__name__})"
                                ) from None
-    rows = np.flatnonzero(mask)
-    similarity = vectors.matrix[rows] @ query
+    similarity = scoped.matrix @ query
     limit = max(SEMANTIC_FLOOR, SEMANTIC_FACTOR * max_results)
-    take = min(len(rows), limit * 4)  # chunks; several may belong to one entry
+    take = min(len(similarity), limit * 4)  # chunks; several may belong to one entry
     best = np.argpartition(-similarity, take - 1)[:take]
     best = best[np.argsort(-similarity[best], kind="stable")]
     hits: dict[int, float] = {}
     for position in best:
-        rowid = int(vectors.rowids[rows[position]])
+        rowid = int(scoped.rowids[position])
         if rowid not in hits:
             hits[rowid] = round(float(similarity[position]), 4)
         if len(hits) >= limit:
@@ -162,10 +163,19 @@ def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: Embed
     return list(hits.items())
 
 
-def _scope_mask(vectors: SessionVectors, scope: Scope, cache: Any,
-                index_file: str) -> tuple[np.ndarray, int, int]:
-    """Which chunk rows are in scope, and how many scoped entries have vectors (cached)."""
-    key = ("semantic-mask", index_file, id(vectors), scope)
+@dataclass(frozen=True)
+class ScopedVectors:
+    """The chunk vectors of one scope (a contiguous copy, so a query is one product)."""
+
+    rowids: np.ndarray
+    matrix: np.ndarray
+    needed: int  # embeddable entries in scope
+    covered: int  # ... of which have current vectors
+
+
+def _scoped(vectors: SessionVectors, scope: Scope, cache: Any, index_file: str) -> ScopedVectors:
+    """The scope's rows of ``vectors``, cached per session matrix and scope."""
+    key = ("semantic-scope", index_file, id(vectors), scope)
     found = cache.get(key)
     if found is None:
         if scope.rowids is None:
@@ -173,8 +183,9 @@ def _scope_mask(vectors: SessionVectors, scope: Scope, cache: Any,
         else:
             allowed = vectors.embeddable & scope.rowids
         mask = np.isin(vectors.rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-        covered = len(np.unique(vectors.rowids[mask]))
-        found = (mask, len(allowed), covered)
+        rowids = vectors.rowids[mask]
+        found = ScopedVectors(rowids, np.ascontiguousarray(vectors.matrix[mask]), len(allowed),
+                              len(np.unique(rowids)))
         cache.put(key, found)
     return found  # type: ignore[return-value]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from index.sink import EmbeddedSink
@@ -12,6 +13,7 @@ from ingest.pipeline import IngestReport, ingest_files
 from ingest.scan import default_sessions_dir, session_files
 from lookback.commands.common import load, progress_printer
 from lookback.errors import UserError
+from lookback.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="session files or folders (default: ~/.pi/agent/sessions)")
     parser.add_argument("--queue", action="store_true",
                         help="service mode: publish the events to Redis for the workers")
+    parser.add_argument("--embed", action="store_true",
+                        help="embedded mode: also build the semantic vectors of the indexed "
+                             "projects now (embedder: retrieval.embedder, default hashing)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
 
@@ -35,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
     files = list(session_files(paths))
     if not files:
         raise UserError(f"no session files (*.jsonl) under {', '.join(map(str, paths))}", 1)
+    if args.embed and args.queue:
+        raise UserError("--embed builds vectors inline (embedded mode); in service mode the "
+                        "workers build them when retrieval.semantic is true", 2)
     started = time.monotonic()
     if args.queue:
         from lookback.service import queue_sink  # imports Redis only in service mode
@@ -46,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
         report = ingest_files(files, sink, on_file=progress_printer(len(files)),
                               strict=bool(args.paths))
     _summary(report, time.monotonic() - started, args.json)
+    if args.embed:
+        _embed(settings, sorted(report.projects))
     return 1 if report.errors and not report.sessions else 0
 
 
@@ -74,3 +84,42 @@ def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
         print(f"lookback: warning: {warning}", file=sys.stderr)
     for error in report.errors:
         print(f"lookback: error: {error}", file=sys.stderr)
+
+
+def _embed(settings: Settings, cwds: list[str]) -> None:
+    """Build the missing semantic vectors of each project, with a progress bar."""
+    from index.embeddings import build_embeddings
+    from query.embedding import EmbeddingError, get_embedder
+
+    name = str(settings.section("retrieval").get("embedder") or "hashing")
+    try:
+        embedder = get_embedder(name)
+    except EmbeddingError as error:
+        raise UserError(f"cannot embed: {error}", 1) from None
+    for cwd in cwds:
+        report = build_embeddings(settings.home, cwd, embedder, namespace=settings.namespace,
+                                  progress=_embed_progress())
+        print(f"embedded {report.entries:,} entries ({report.chunks:,} chunks) of {cwd} "
+              f"with {embedder.name} in {report.seconds:.2f}s")
+
+
+def _embed_progress() -> Callable[[int, int], None]:
+    """A bar on a terminal, a line every 10% otherwise (as for files)."""
+    interactive = sys.stderr.isatty()
+    state = {"last_decile": -1}
+
+    def on_batch(done: int, total: int) -> None:
+        if interactive:
+            filled = 30 * done // max(total, 1)
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,} "
+                             f"entries embedded")
+            if done >= total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+            return
+        decile = 10 * done // max(total, 1)
+        if decile != state["last_decile"]:
+            state["last_decile"] = decile
+            print(f"{done:,}/{total:,} entries embedded", file=sys.stderr)
+
+    return on_batch

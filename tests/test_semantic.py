@@ -1,0 +1,228 @@
+"""Opt-in hybrid retrieval on the real fixture ``before-compaction.jsonl``.
+
+The golden set (tests/fixtures/semantic_golden.json) holds questions that
+paraphrase user messages compacted out of the session's context while sharing
+few words with them; recall@5 is measured with lexical retrieval alone and with
+``semantic: true``, for each embedder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from index.embeddings import EMBEDDINGS_SEQ_META, Stamp, build_embeddings, count_pending
+from index.layout import project_dir
+from index.rebuild import rebuild
+from index.store import open_reader, open_writer, write_meta
+from index.tree import branch, context_entries
+from lookback.api import retrieve
+from lookback.cli import main
+from lookback.settings import load_settings
+from query import embedding
+from query.embedding import get_embedder
+from query.reader import IndexReader
+from tests.support import fixture_path, index_paths
+
+BEFORE = fixture_path("before-compaction.jsonl")
+CWD = "/Users/badlogic/workspaces/pi-mono"
+SESSION = "ffae836b-9420-4060-ac13-7745215f90ff"
+GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "semantic_golden.json").read_text())
+
+#: recall@5 (hits out of 12) hybrid must reach, per embedder; lexical finds none.
+MIN_HYBRID_HITS = {"hashing": 2, "minilm": 2}
+
+
+def _index(home: Path, embedder: str | None = "hashing") -> None:
+    index_paths(home, BEFORE)
+    if embedder is not None:
+        build_embeddings(home, CWD, get_embedder(embedder))
+
+
+def _asker(home: Path, embedder: str = "hashing"):
+    settings = load_settings({"home": str(home), "retrieval": {"embedder": embedder}},
+                             environ={})
+    reader = IndexReader(home)
+
+    def ask(message: str, semantic: bool = True, **fields) -> dict:
+        request = {"session_file": str(BEFORE), "message": message, "semantic": semantic,
+                   **fields}
+        return retrieve(request, settings=settings, reader=reader)
+
+    return ask
+
+
+def _ids(response: dict) -> list[str]:
+    return [item["entry_id"] for item in response["evidence"]]
+
+
+def _index_file(home: Path) -> Path:
+    return project_dir(home, CWD).index_path()
+
+
+@pytest.mark.parametrize("name", ["hashing", pytest.param("minilm", marks=pytest.mark.minilm)])
+def test_golden_recall_at_5_hybrid_beats_lexical(home: Path, name: str) -> None:
+    _index(home, name)
+    ask = _asker(home, name)
+    hits = {"lexical": 0, "hybrid": 0}
+    for case in GOLDEN["cases"]:
+        lexical = ask(case["question"], semantic=False)
+        hybrid = ask(case["question"], semantic=True)
+        assert hybrid["diagnostics"]["warnings"] == []
+        assert hybrid["diagnostics"]["semantic"]["used"] is True
+        hits["lexical"] += case["answer"] in _ids(lexical)[:5]
+        hits["hybrid"] += case["answer"] in _ids(hybrid)[:5]
+    total = len(GOLDEN["cases"])
+    print(f"\n{name}: recall@5 lexical {hits['lexical']}/{total}, "
+          f"hybrid {hits['hybrid']}/{total}")
+    assert hits["hybrid"] >= MIN_HYBRID_HITS[name]
+    assert hits["hybrid"] > hits["lexical"]
+
+
+def test_exact_hits_keep_their_tiers_and_places(home: Path) -> None:
+    _index(home)
+    ask = _asker(home)
+    # `collapseChangelog` is an identifier of the real v1:407 message (and others).
+    message = "where does collapseChangelog come from, the settings or the session?"
+    lexical, hybrid = ask(message, semantic=False), ask(message, semantic=True)
+    exact = [(e["entry_id"], e["tier"]) for e in lexical["evidence"] if e["tier"] != "other"]
+    assert exact, "the identifier must give exact hits"
+    assert [(e["entry_id"], e["tier"]) for e in hybrid["evidence"]][:len(exact)] == exact
+    assert hybrid["diagnostics"]["semantic"]["used"] is True
+
+
+def test_vector_candidates_obey_context_and_budget(home: Path) -> None:
+    _index(home)
+    ask = _asker(home)
+    database = open_reader(_index_file(home))
+    in_context = {e.entry_id for e in context_entries(branch(database, SESSION, "v1:1002"))}
+    database.close()
+    question = GOLDEN["cases"][5]["question"]  # the legacy-code paraphrase
+    response = ask(question)
+    vector_only = [e for e in response["evidence"]
+                   if any(r.startswith("semantic similarity") for r in e["reasons"])]
+    assert vector_only, "the paraphrase must bring vector-only candidates"
+    assert all(e["tier"] == "other" for e in vector_only)
+    assert not set(_ids(response)) & in_context
+    small = ask(question, max_retrieved_history_tokens=600)
+    assert sum(e["tokens"] for e in small["evidence"]) <= 600
+
+
+def _warning(response: dict) -> str:
+    warnings = [w for w in response["diagnostics"]["warnings"] if w.startswith("semantic:")]
+    assert len(warnings) == 1, response["diagnostics"]["warnings"]
+    return warnings[0]
+
+
+def _assert_lexical(ask, message: str, response: dict) -> None:
+    assert response["status"] == "ok"
+    assert _ids(response) == _ids(ask(message, semantic=False))
+    assert response["diagnostics"]["semantic"]["used"] is False
+
+
+def test_missing_embeddings_fall_back_to_lexical(home: Path) -> None:
+    _index(home, embedder=None)
+    ask = _asker(home)
+    message = GOLDEN["cases"][6]["question"]
+    response = ask(message)
+    assert "cover 0 of" in _warning(response)
+    _assert_lexical(ask, message, response)
+
+
+def test_partial_embeddings_fall_back_to_lexical(home: Path) -> None:
+    _index(home)
+    writer = open_writer(_index_file(home))
+    with writer:
+        writer.execute("DELETE FROM embeddings WHERE session_id = ? AND entry_id = 'v1:195'",
+                       (SESSION,))
+        write_meta(writer, EMBEDDINGS_SEQ_META, 999)
+    writer.close()
+    ask = _asker(home)
+    message = GOLDEN["cases"][6]["question"]
+    response = ask(message)
+    counts = response["diagnostics"]["semantic"]
+    assert counts["embedded_in_scope"] == counts["entries_in_scope"] - 1
+    assert "cover" in _warning(response)
+    _assert_lexical(ask, message, response)
+
+
+def test_stale_embeddings_after_a_model_change_fall_back_then_rebuild(home: Path,
+                                                                      monkeypatch) -> None:
+    _index(home)
+    from query.embedding_hashing import HashingEmbedder
+
+    monkeypatch.setitem(embedding.EMBEDDERS, "hashing-256", lambda: HashingEmbedder(256))
+    ask = _asker(home, "hashing-256")
+    message = GOLDEN["cases"][6]["question"]
+    response = ask(message)
+    assert "cover 0 of" in _warning(response)  # every stored vector is of the old model
+    _assert_lexical(ask, message, response)
+    report = build_embeddings(home, CWD, get_embedder("hashing-256"))
+    assert report.entries > 0 and report.pending == 0
+    assert ask(message)["diagnostics"]["warnings"] == []
+
+
+@pytest.mark.parametrize("name, needle", [("no-such-model", "unavailable"),
+                                          ("broken", "failed to load")])
+def test_an_embedder_that_cannot_load_falls_back(home: Path, monkeypatch, name: str,
+                                                 needle: str) -> None:
+    _index(home)
+
+    def broken():
+        raise OSError("weights unreadable")
+
+    monkeypatch.setitem(embedding.EMBEDDERS, "broken", broken)
+    ask = _asker(home, name)
+    message = GOLDEN["cases"][6]["question"]
+    response = ask(message)
+    assert needle in _warning(response)
+    _assert_lexical(ask, message, response)
+
+
+def test_a_slow_semantic_step_falls_back(home: Path, monkeypatch) -> None:
+    _index(home)
+    monkeypatch.setattr("query.semantic.DEFAULT_TIMEOUT_MS", 0.0)
+    ask = _asker(home)
+    message = GOLDEN["cases"][6]["question"]
+    response = ask(message)
+    assert "longer than 0 ms" in _warning(response)
+    _assert_lexical(ask, message, response)
+
+
+def test_an_index_without_the_embeddings_table_falls_back(home: Path) -> None:
+    _index(home, embedder=None)
+    writer = open_writer(_index_file(home))
+    writer.execute("DROP TABLE embeddings")  # as written by a version before vectors
+    writer.close()
+    ask = _asker(home)
+    response = ask(GOLDEN["cases"][6]["question"])
+    assert "no embeddings" in _warning(response)
+
+
+def test_building_is_incremental_and_a_rebuild_keeps_the_vectors(home: Path) -> None:
+    _index(home, embedder=None)
+    hashing = get_embedder("hashing")
+    first = build_embeddings(home, CWD, hashing, batch_entries=100)
+    assert first.entries > 0 and first.pending == 0 and first.batches > 1
+    assert build_embeddings(home, CWD, hashing).entries == 0
+    rebuild(project_dir(home, CWD))
+    database = open_reader(_index_file(home))
+    assert count_pending(database, Stamp.of(hashing)) == 0
+    database.close()
+    response = _asker(home)(GOLDEN["cases"][6]["question"])
+    assert response["diagnostics"]["warnings"] == []
+
+
+def test_lookback_index_embed_builds_the_vectors(home: Path, tmp_path: Path, capsys) -> None:
+    config = tmp_path / "lookback.toml"
+    config.write_text(f'home = "{home}"\n')
+    assert main(["--config", str(config), "index", "--embed", str(BEFORE)]) == 0
+    assert "entries (" in capsys.readouterr().out
+    database = open_reader(_index_file(home))
+    assert count_pending(database, Stamp.of(get_embedder("hashing"))) == 0
+    assert database.execute("SELECT count(*) FROM embeddings").fetchone()[0] > 0
+    database.close()
+    assert main(["--config", str(config), "index", "--embed", "--queue", str(BEFORE)]) == 2
+    assert "service mode" in capsys.readouterr().err
