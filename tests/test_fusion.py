@@ -52,12 +52,22 @@ def test_exact_hits_are_never_displaced() -> None:
 def test_vectors_reorder_only_within_the_other_tier() -> None:
     result = fuse(LEXICAL, [(key("00000008"), 0.8), (key("00000006"), 0.7)])
     # 00000008 (lexical 3rd, semantic 1st) and 00000006 (2nd, 2nd) now beat 00000003
-    # (1st, none); 1/61 + 1/63 > 1/62 + 1/62, so the vectors' favourite leads.
+    # (1st, none); semantic ranks count twice by default, so the vectors' favourite leads.
     assert keys(result)[3:] == ["00000008", "00000006", "00000003"]
+    by_key = {c.key[1]: c for c in result}
+    assert by_key["00000006"].fused == pytest.approx(1 / 62 + 2 / 62)
+    assert by_key["00000008"].fused == pytest.approx(1 / 63 + 2 / 61)
+    assert by_key["00000003"].fused == pytest.approx(1 / 61)
+
+
+def test_plain_rrf_with_equal_weights() -> None:
+    result = fuse(LEXICAL, [(key("00000008"), 0.8), (key("00000006"), 0.7)],
+                  semantic_weight=1.0)
     by_key = {c.key[1]: c for c in result}
     assert by_key["00000006"].fused == pytest.approx(1 / 62 + 1 / 62)
     assert by_key["00000008"].fused == pytest.approx(1 / 63 + 1 / 61)
-    assert by_key["00000003"].fused == pytest.approx(1 / 61)
+    with pytest.raises(ValueError, match="semantic_weight"):
+        fuse(LEXICAL, [], semantic_weight=0)
 
 
 def test_vector_only_candidates_join_the_other_tier() -> None:
@@ -103,7 +113,8 @@ def test_ties_break_by_timestamp_then_key() -> None:
     ]
     assert keys(fuse(lexical, [])) == ["a-same", "b-same", "new", "old"]
     # Equal fused scores: a vector-only candidate (unknown time) goes after dated ones.
-    tied = fuse([Candidate(key("lex"), "other", 60.0, 1_000)], [(key("vec"), 0.9)])
+    tied = fuse([Candidate(key("lex"), "other", 60.0, 1_000)], [(key("vec"), 0.9)],
+                semantic_weight=1.0)
     assert tied[0].fused == tied[1].fused
     assert keys(tied) == ["lex", "vec"]
 
