@@ -20,6 +20,9 @@ CURRENT_FILE = "CURRENT"
 LOCK_FILE = "writer.lock"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 
+#: CURRENT file → (its inode, mtime and size, the generation it named).
+_GENERATIONS: dict[Path, tuple[tuple[int, int, int], int | None]] = {}
+
 
 class ProjectNotFound(LookupError):
     """No index exists for the named project."""
@@ -40,11 +43,27 @@ class ProjectDir:
         return self.path / LOCK_FILE
 
     def current_generation(self) -> int | None:
+        """The live generation, re-read only when ``CURRENT`` was replaced.
+
+        Readers ask on every request; ``set_current`` renames a new file into place,
+        so a changed inode or mtime is the signal to read it again.
+        """
+        current = self.path / CURRENT_FILE
         try:
-            text = (self.path / CURRENT_FILE).read_text().strip()
+            stat = os.stat(current)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        return int(text) if text.isdigit() else None
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        cached = _GENERATIONS.get(current)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        try:
+            text = current.read_text().strip()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        generation = int(text) if text.isdigit() else None
+        _GENERATIONS[current] = (stamp, generation)
+        return generation
 
     def generation_path(self, generation: int) -> Path:
         return self.path / f"index-{generation}.sqlite"

@@ -577,6 +577,8 @@ class _Handler(socketserver.StreamRequestHandler):
             self._send(head.status, head.payload(), close=True)
             return False
         method, target, headers, keep_alive = head
+        if method not in ("GET", "POST"):
+            keep_alive = False  # a client speaking other methods is not ours: answer, close
         length_text = headers.get("content-length", "0")
         length = int(length_text) if length_text.isdigit() else -1
         body_in = max(length, 0)

@@ -23,7 +23,7 @@ from pathlib import Path
 import apsw
 
 from index.layout import ProjectDir, find_project, project_dir
-from index.store import open_reader
+from index.store import IndexUnavailable, open_reader
 from index.tree import PathEntry, branch, context_entries
 from ingest.pipeline import peek_header
 
@@ -65,12 +65,17 @@ class ProjectConnection:
     def current(self) -> tuple[apsw.Connection, Path]:
         """The connection to the live generation (reopened after a swap)."""
         path = self.project.index_path()
-        if path is None or not path.exists():
+        if path is None:
             raise NotIndexed("project not indexed")
         if self.connection is None or path != self.path:
             if self.connection is not None:
                 self.connection.close()
-            self.connection, self.path = open_reader(path), path
+                self.connection = None
+            try:
+                self.connection = open_reader(path)
+            except IndexUnavailable:
+                raise NotIndexed("project index cannot be opened") from None
+            self.path = path
         return self.connection, path
 
 
@@ -85,6 +90,7 @@ class IndexReader:
         self._branches: OrderedDict[tuple, list[PathEntry]] = OrderedDict()
         self._headers: OrderedDict[tuple, tuple[str, str]] = OrderedDict()
         self.entries = EntryCache()
+        self._project_dirs: dict[str, ProjectDir] = {}
 
     # -- naming -----------------------------------------------------------------
 
@@ -93,9 +99,9 @@ class IndexReader:
         """The project and session a request names (NotIndexed when unknown)."""
         if session_file:
             header_session, cwd = self._header(session_file)
-            found = project_dir(self.home, cwd, self.namespace)
-            if found.index_path() is None:
-                raise NotIndexed("project not indexed")
+            found = self._project_dirs.get(cwd)
+            if found is None:  # hashing the cwd once per project, not per request
+                found = self._project_dirs[cwd] = project_dir(self.home, cwd, self.namespace)
             return SessionRef(found, session_id or header_session, session_file)
         if project and session_id:
             try:
