@@ -30,7 +30,7 @@ from index.layout import project_dir
 from index.project import ProjectWriter
 from index.store import open_reader, read_meta, write_meta
 from index.writer import _immediate
-from query.chunking import CHUNKING_VERSION, chunk_text
+from query.chunking import CHUNKING_VERSION, DEFAULT_MAX_CHARS, DEFAULT_OVERLAP, chunk_text
 from query.embedding import EmbeddingPort
 
 #: Entries embedded per batch (and per writer transaction).
@@ -147,7 +147,9 @@ def pending_entries(connection: apsw.Connection, stamp: Stamp, *, after_rowid: i
 
 def embed_entries(embedder: EmbeddingPort, entries: Sequence[PendingEntry]) -> list[EntryVectors]:
     """Chunk and embed ``entries`` with one ``embed`` call (raises ``EmbeddingError``)."""
-    chunks = [chunk_text(entry.text) for entry in entries]
+    size = getattr(embedder, "chunk_chars", DEFAULT_MAX_CHARS)
+    chunks = [chunk_text(entry.text, max_chars=size, overlap=min(DEFAULT_OVERLAP, size // 4))
+              for entry in entries]
     flat = [chunk for entry_chunks in chunks for chunk in entry_chunks]
     matrix = embedder.embed(flat) if flat else np.zeros((0, embedder.dimensions), np.float32)
     found, start = [], 0

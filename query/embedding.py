@@ -56,6 +56,9 @@ class EmbeddingPort(Protocol):
 
     name: str
     dimensions: int
+    #: Entries are embedded in chunks of at most this many characters (see
+    #: ``query.chunking``): a model's input window, or more for models without one.
+    chunk_chars: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 

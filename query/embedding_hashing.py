@@ -38,10 +38,15 @@ import regex
 from query.embedding import check_texts
 
 #: Bump when the features, weights or hash functions change.
-HASHING_VERSION = 1
+#: 2: entries are embedded whole up to 2,000 characters (``chunk_chars``), so a
+#: query multiplies a quarter of the chunks version 1 had.
+HASHING_VERSION = 2
+
+#: No input window: one chunk holds this much of an entry.
+HASHING_CHUNK_CHARS = 2000
 
 #: Vector size; a power of two so the bucket is ``hash & (size - 1)``.
-DEFAULT_DIMENSIONS = 512
+DEFAULT_DIMENSIONS = 256
 
 WORD_WEIGHT = 1.0
 BIGRAM_WEIGHT = 0.5
@@ -120,6 +125,7 @@ class HashingEmbedder:
             raise ValueError(f"dimensions must be a power of two >= 16, got {dimensions}")
         self.dimensions = dimensions
         self.name = f"hashing-v{HASHING_VERSION}-{dimensions}"
+        self.chunk_chars = HASHING_CHUNK_CHARS
         self._mask = np.uint32(dimensions - 1)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

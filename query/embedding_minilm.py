@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from query.chunking import DEFAULT_MAX_CHARS
 from query.embedding import EmbeddingUnavailable, check_texts, normalize_rows
 
 #: Embeddings per forward batch; bounds the attention matrices' memory.
@@ -173,6 +174,7 @@ class MiniLMEmbedder:
         st_config = json.loads(st_config_path.read_text()) if st_config_path.exists() else {}
         self.max_tokens = int(st_config.get("max_seq_length", 256))
         self.dimensions = int(config["hidden_size"])
+        self.chunk_chars = DEFAULT_MAX_CHARS  # fits the 256 word-piece window (99% of chunks)
         self._heads = int(config["num_attention_heads"])
         self._eps = float(config["layer_norm_eps"])
 

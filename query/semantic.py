@@ -91,8 +91,8 @@ def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, 
             hits = _search(vectors, scope, message, embedder, max_results, counts, cache,
                            index_file)
             _check_time(started, DEFAULT_TIMEOUT_MS if timeout_ms is None else timeout_ms)
-            extra = _rows_for(connection, [rowid for rowid, _ in hits
-                                           if rowid not in {i.row.rowid for i in ranked}])
+            known = {item.row.rowid for item in ranked}
+            extra = _rows_for(connection, [rowid for rowid, _ in hits if rowid not in known])
     except SemanticFallback as reason:
         diagnostics["warnings"].append(f"semantic: {reason}; lexical results only")
         counts["ms"] = _elapsed_ms(started)

@@ -188,7 +188,7 @@ def test_hashing_character_ngrams_relate_word_variants() -> None:
 
 def test_hashing_name_carries_version_and_size() -> None:
     embedder = HashingEmbedder(dimensions=256)
-    assert embedder.name == "hashing-v1-256"
+    assert embedder.name == "hashing-v2-256"
     assert embedder.embed(["theme"]).shape == (1, 256)
     with pytest.raises(ValueError, match="power of two"):
         HashingEmbedder(dimensions=300)

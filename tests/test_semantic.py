@@ -153,13 +153,13 @@ def test_stale_embeddings_after_a_model_change_fall_back_then_rebuild(home: Path
     _index(home)
     from query.embedding_hashing import HashingEmbedder
 
-    monkeypatch.setitem(embedding.EMBEDDERS, "hashing-256", lambda: HashingEmbedder(256))
-    ask = _asker(home, "hashing-256")
+    monkeypatch.setitem(embedding.EMBEDDERS, "hashing-128", lambda: HashingEmbedder(128))
+    ask = _asker(home, "hashing-128")
     message = GOLDEN["cases"][6]["question"]
     response = ask(message)
     assert "cover 0 of" in _warning(response)  # every stored vector is of the old model
     _assert_lexical(ask, message, response)
-    report = build_embeddings(home, CWD, get_embedder("hashing-256"))
+    report = build_embeddings(home, CWD, get_embedder("hashing-128"))
     assert report.entries > 0 and report.pending == 0
     assert ask(message)["diagnostics"]["warnings"] == []
 
