@@ -137,3 +137,11 @@ def test_search_chooses_its_scope(run):
     assert code == 0
     assert "00000004" in whole and "00000004" not in branch  # the sibling branch
     assert branch < whole
+
+
+def test_no_pi_sessions_yet_is_not_an_error(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "no-agent-here"))
+    code, out, err = run("index")
+    assert code == 0 and "no Pi sessions yet" in out and not err
+    code, out, _ = run("status")
+    assert code == 0 and "no projects indexed yet" in out

@@ -35,8 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
-    paths = args.paths or [Path(p) for p in settings.values.get("sessions_dirs") or []] \
-        or [default_sessions_dir()]
+    paths = args.paths or [Path(p) for p in settings.values.get("sessions_dirs") or []]
+    if not paths:
+        default = default_sessions_dir()
+        if not default.is_dir():  # nothing asked for and nothing there: not an error
+            print(f"no Pi sessions yet: {default} does not exist (Pi creates it on its first "
+                  "session; or name session files or folders: lookback index PATH ...)")
+            return 0
+        paths = [default]
     files = list(session_files(paths))
     if not files:
         raise UserError(f"no session files (*.jsonl) under {', '.join(map(str, paths))}", 1)
