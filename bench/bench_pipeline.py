@@ -34,7 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from index.layout import project_dir  # noqa: E402
-from index.store import open_reader, read_meta  # noqa: E402
+from index.status import applied_events  # noqa: E402
+from index.store import open_reader  # noqa: E402
 from ingest.pipeline import ingest_files  # noqa: E402
 from lookback.settings import load_settings  # noqa: E402
 from workers.config import ServiceConfig  # noqa: E402
@@ -63,16 +64,6 @@ def stop(process: subprocess.Popen) -> None:
     os.killpg(process.pid, 15)
     process.wait(timeout=30)
 
-
-def applied(home: Path, cwd: str) -> int:
-    path = project_dir(home, cwd).index_path()
-    if path is None:
-        return 0
-    connection = open_reader(path)
-    try:
-        return int(read_meta(connection, "applied_seq") or 0)
-    finally:
-        connection.close()
 
 
 def session_file(path: Path, session_id: str, cwd: str) -> None:
@@ -104,7 +95,7 @@ def bulk(entries: int, processes: int) -> dict[str, float]:
         try:
             first = None
             while True:
-                done = sum(applied(config.home, cwd) for cwd in projects)
+                done = sum(applied_events(config.home, cwd) for cwd in projects)
                 now = time.perf_counter()
                 if done and first is None:
                     first = (now, done)

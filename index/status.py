@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
-from index.layout import ProjectDir
+from index.layout import ProjectDir, project_dir
 from index.store import open_reader, read_meta
+
+
+def applied_events(home: Path, cwd: str, namespace: str = "") -> int:
+    """How many events the project's live index has applied (0 when it has none yet)."""
+    path = project_dir(home, cwd, namespace).index_path()
+    if path is None:
+        return 0
+    connection = open_reader(path)
+    try:
+        return int(read_meta(connection, "applied_seq") or 0)
+    finally:
+        connection.close()
 
 
 def project_status(project: ProjectDir) -> dict[str, Any]:

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import redis
 
-from index.layout import project_dir
-from index.store import open_reader, read_meta
+from index.status import applied_events
 from ingest.pipeline import ingest_files
 from tests.service.conftest import cleanup, make_service
 from tests.service.helpers import (
@@ -31,16 +30,6 @@ from workers.sink import RedisSink
 
 CWD = "/work/crash-project"
 
-
-def applied(home: Path, cwd: str) -> int:
-    path = project_dir(home, cwd).index_path()
-    if path is None:
-        return 0
-    connection = open_reader(path)
-    try:
-        return int(read_meta(connection, "applied_seq") or 0)
-    finally:
-        connection.close()
 
 
 def expected_all(paths: list[Path]) -> list[tuple[str, str, int, str]]:
@@ -68,14 +57,14 @@ def test_sigkill_worker_mid_batch_then_restart(service, workers, tmp_path) -> No
     service.environ["LOOKBACK_WORKERS__BATCH_EVENTS"] = "300"  # many small transactions
     first = service.worker(threads=2).start()
     workers.append(first)
-    wait_for(lambda: applied(service.home, CWD) > 1000, 60, "the worker to get going",
+    wait_for(lambda: applied_events(service.home, CWD) > 1000, 60, "the worker to get going",
              every=0.005)
     first.kill()  # SIGKILL master and workers: an open transaction dies with them
-    at_kill = applied(service.home, CWD)
+    at_kill = applied_events(service.home, CWD)
     assert 0 < at_kill < total, "the kill must land in the middle of the work"
 
     workers.append(service.worker(threads=2).start())
-    wait_for(lambda: applied(service.home, CWD) >= total, 90, "the restarted worker")
+    wait_for(lambda: applied_events(service.home, CWD) >= total, 90, "the restarted worker")
     time.sleep(0.5)  # any late duplicate nudges of the killed worker come back now
     assert_exact(service.home, CWD, paths)
     assert service.client.xlen(service.config.log_key(sink.project(CWD))) == 0
@@ -149,7 +138,7 @@ def test_redis_killed_and_restarted_while_producers_write(tmp_path) -> None:
                    for n, path in enumerate(paths)]
         for thread in writers:
             thread.start()
-        wait_for(lambda: applied(service.home, CWD) > 300, 60, "events flowing")
+        wait_for(lambda: applied_events(service.home, CWD) > 300, 60, "events flowing")
         own.kill()  # mid-stream: producers and workers lose Redis
         time.sleep(1.0)
         own.start()  # same port, same append-only file
