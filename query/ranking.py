@@ -53,7 +53,7 @@ class Ranked:
     def reasons(self) -> list[str]:
         """Each part of the score, e.g. ``exact identifier `X` +100``."""
         return [f"{reason} {'+' if points > 0 else '-'}{abs(points):g}"
-                for reason, points in self.parts]
+                for reason, points in self.parts if points]
 
 
 def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: int,
@@ -65,15 +65,15 @@ def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: 
     recency) are always computed here.
     """
     item.tier, parts = static if static is not None else static_parts(item, on_branch)
-    item.parts = list(parts)
-    item.score = sum(points for _, points in parts)
     row = item.row
-    if row.fts_rank is not None and fts_hits > 0:
-        item.add(round(MAX_FTS_ORDER * (1 - row.fts_rank / fts_hits), 2), "FTS order")
     span = newest - oldest
-    recency = MAX_RECENCY if span <= 0 else MAX_RECENCY * (row.seq - oldest) / span
-    item.add(round(recency, 2), "recency")
-    item.score = round(item.score, 2)
+    recency = round(MAX_RECENCY if span <= 0 else MAX_RECENCY * (row.seq - oldest) / span, 2)
+    if row.fts_rank is not None and fts_hits > 0:
+        order = round(MAX_FTS_ORDER * (1 - row.fts_rank / fts_hits), 2)
+        item.parts = [*parts, ("FTS order", order), ("recency", recency)]
+    else:
+        item.parts = [*parts, ("recency", recency)]
+    item.score = round(sum(points for _, points in item.parts), 2)
 
 
 def static_parts(item: Ranked, on_branch: bool) -> tuple[str, list[tuple[str, float]]]:
