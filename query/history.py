@@ -66,7 +66,8 @@ class HistorySearch:
         rows = Retriever._literal_rows(connection, terms, scope, 4 * limit)
         query = build_fts_query(terms)
         fts_rows = fts_search(connection, query, scope, 8 * limit) if query else []
-        matcher = CachedMatcher(terms, self.reader.entries, str(view.path), connection)
+        matcher = CachedMatcher(terms, self.reader.entries, str(view.path), connection,
+                                self.reader.folded)
         ranked = verify_and_rank(_merge(rows, fts_rows), matcher, None, len(fts_rows), {})
         chosen = _deduplicate(ranked, {})[:limit]
         load_texts(connection, (item.row for item in chosen))

@@ -24,12 +24,12 @@ each): patterns are prepared once, each text is folded once, and scanning uses
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 import regex
 
-from query.normalize import WORD_CHARS, FoldedText, find_bounded, fold, is_word_char
+from query.normalize import WORD_CHARS, FoldedText, find_bounded, fold
 from query.terms import QueryTerms, Term
 
 #: A token as the index tokenizer sees it (``unicode61 tokenchars '_'``).
@@ -55,16 +55,14 @@ def find_literal(text: str, literal: str) -> int | None:
 
 
 class _FoldedPattern:
-    """A term's folded tokens, found in order with only separators between them."""
+    """A term's folded tokens, found in order with only separators between them,
+    on word boundaries — one compiled regex, so the scan runs in C."""
 
-    __slots__ = ("first", "rest")
+    __slots__ = ("pattern",)
 
     def __init__(self, tokens: list[str]) -> None:
-        self.first = tokens[0]
-        self.rest = None
-        if len(tokens) > 1:
-            tail = "".join(_BETWEEN_TOKENS + regex.escape(token) for token in tokens[1:])
-            self.rest = regex.compile(tail + rf"(?![{WORD_CHARS}])")
+        body = _BETWEEN_TOKENS.join(regex.escape(token) for token in tokens)
+        self.pattern = regex.compile(rf"(?<![{WORD_CHARS}]){body}(?![{WORD_CHARS}])")
 
     @classmethod
     def for_text(cls, text: str) -> _FoldedPattern | None:
@@ -72,24 +70,8 @@ class _FoldedPattern:
         return cls(tokens) if tokens else None
 
     def search(self, folded: str) -> int | None:
-        if self.rest is None:
-            return find_bounded(folded, self.first)
-        start = 0
-        while (position := _find_left_bounded(folded, self.first, start)) is not None:
-            if self.rest.match(folded, position + len(self.first)):
-                return position
-            start = position + 1
-        return None
-
-
-def _find_left_bounded(haystack: str, needle: str, start: int) -> int | None:
-    """Like ``find_bounded`` but only the left edge must be a word boundary."""
-    position = haystack.find(needle, start)
-    while position != -1:
-        if position == 0 or not is_word_char(haystack[position - 1]):
-            return position
-        position = haystack.find(needle, position + 1)
-    return None
+        found = self.pattern.search(folded)
+        return None if found is None else found.start()
 
 
 def find_keyword(text: str, keyword: str) -> int | None:
@@ -115,11 +97,13 @@ class TermMatcher:
         self.terms: tuple[Term, ...] = tuple(terms)
         self._folded = [_FoldedPattern.for_text(term.text) for term in self.terms]
 
-    def match(self, text: str) -> list[Match]:
+    def match(self, text: str,
+              fold_text: Callable[[str], FoldedText] = FoldedText) -> list[Match]:
         """Every term found in ``text``, in query order, with its first position.
 
         A literal term found as written is a ``literal`` match; otherwise any term
         found folded (words in order, word boundaries) is a non-literal match.
+        ``fold_text`` may hand back a memoized ``FoldedText`` of the same text.
         """
         folded: FoldedText | None = None
         matches: list[Match] = []
@@ -132,7 +116,7 @@ class TermMatcher:
             if pattern is None:
                 continue
             if folded is None:
-                folded = FoldedText(text)
+                folded = fold_text(text)
             position = pattern.search(folded.folded)
             if position is not None:
                 matches.append(Match(term, folded.original_position(position), False))

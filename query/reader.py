@@ -26,6 +26,7 @@ from index.layout import ProjectDir, find_project, project_dir
 from index.store import IndexUnavailable, open_reader
 from index.tree import PathEntry, branch, context_entries
 from ingest.pipeline import peek_header
+from query.normalize import FoldedText
 
 BRANCH_CACHE_SIZE = 256
 HEADER_CACHE_SIZE = 1024
@@ -90,6 +91,7 @@ class IndexReader:
         self._branches: OrderedDict[tuple, list[PathEntry]] = OrderedDict()
         self._headers: OrderedDict[tuple, tuple[str, str]] = OrderedDict()
         self.entries = EntryCache()
+        self.folded = FoldedCache()
         self._project_dirs: dict[str, ProjectDir] = {}
 
     # -- naming -----------------------------------------------------------------
@@ -239,3 +241,34 @@ class EntryCache:
             self._items.move_to_end(key)
             while len(self._items) > self.max_items:
                 self._items.popitem(last=False)
+
+
+class FoldedCache:
+    """Folded texts of rows, kept up to a total size: folding is a per-character loop
+    for non-ASCII text, and the same rows come back as candidates query after query.
+    """
+
+    def __init__(self, max_chars: int = 32_000_000, max_text_chars: int = 262_144) -> None:
+        self.max_chars = max_chars
+        self.max_text_chars = max_text_chars
+        self._items: OrderedDict[tuple[str, int], FoldedText] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, index_file: str, rowid: int, text: str) -> FoldedText:
+        key = (index_file, rowid)
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found
+        found = FoldedText(text)
+        if len(text) <= self.max_text_chars:
+            with self._lock:
+                if key not in self._items:
+                    self._items[key] = found
+                    self._chars += len(text)
+                    while self._chars > self.max_chars:
+                        _, dropped = self._items.popitem(last=False)
+                        self._chars -= len(dropped.original)
+        return found

@@ -25,7 +25,7 @@ from query.fts_query import build_fts_query
 from query.matching import Match, TermMatcher
 from query.privacy import Classification, PrivacyPolicy, classify
 from query.ranking import Ranked, score, sort_key, static_parts
-from query.reader import EntryCache, IndexReader, NotIndexed
+from query.reader import EntryCache, FoldedCache, IndexReader, NotIndexed
 from query.request import RetrievalRequest
 from query.semantic import add_semantic
 from query.terms import QueryTerms, extract_terms
@@ -104,7 +104,8 @@ class Retriever:
                 diagnostics["warnings"].append(f"FTS search failed: {type(error).__name__}")
         merged = _merge(rows, fts_rows)
         diagnostics["candidates"] = len(merged)
-        matcher = CachedMatcher(terms, self.reader.entries, str(path), connection)
+        matcher = CachedMatcher(terms, self.reader.entries, str(path), connection,
+                                self.reader.folded)
         ranked = verify_and_rank(merged, matcher, allowed.ids, len(fts_rows), diagnostics)
         if request.semantic and request.message is not None:
             ranked = add_semantic(connection, str(path), session_id, scope, request.message,
@@ -240,9 +241,11 @@ class CachedMatcher:
     """
 
     def __init__(self, terms: QueryTerms, cache: EntryCache, index_file: str,
-                 connection: apsw.Connection) -> None:
+                 connection: apsw.Connection, folded: FoldedCache | None = None) -> None:
         self.matcher = TermMatcher(terms)
         self.cache = cache
+        self.folded = folded or FoldedCache(max_chars=0)
+        self.index_file = index_file
         self.connection = connection
         # A plain string hashes once and is cached by Python; a tuple of Terms is not.
         signature = "\x1f".join(f"{term.kind}\x1e{term.text}" for term in terms)
@@ -257,7 +260,10 @@ class CachedMatcher:
             load_texts(self.connection, misses)
         for index, (row, key) in enumerate(zip(rows, keys, strict=True)):
             if found[index] is None:
-                matches = self.matcher.match(row.text or "")
+                text = row.text or ""
+                matches = self.matcher.match(
+                    text, lambda text, rowid=row.rowid: self.folded.get(self.index_file,
+                                                                        rowid, text))
                 static = static_parts(Ranked(row, matches), True) if matches else None
                 found[index] = (matches, static)
                 self.cache.put(key, found[index])
