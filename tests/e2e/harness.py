@@ -136,6 +136,21 @@ def _serving(handler_class: type[BaseHTTPRequestHandler]) -> Iterator[_Server]:
         server.server_close()
 
 
+class _Served:
+    """Serves a handler class on 127.0.0.1 from a thread for the ``with`` block."""
+
+    _context: Any = None
+    _server: _Server | None = None
+
+    def _start(self, handler_class: type[BaseHTTPRequestHandler]) -> Any:
+        self._context = _serving(handler_class)
+        self._server = self._context.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._context.__exit__(*exc)
+
+
 def _read_json_body(handler: BaseHTTPRequestHandler) -> Any:
     length = int(handler.headers.get("content-length") or 0)
     raw = handler.rfile.read(length) if length else b""
@@ -163,7 +178,7 @@ def tool_call_reply(name: str, arguments: dict) -> dict:
     return {"tool_call": {"name": name, "arguments": json.dumps(arguments)}}
 
 
-class FakeModelServer:
+class FakeModelServer(_Served):
     """An OpenAI Chat Completions streaming endpoint.
 
     Answers `FAKE_REPLY` unless `script` holds scripted turns (from `tool_call_reply`), which are
@@ -210,12 +225,7 @@ class FakeModelServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._context = _serving(Handler)
-        self._server = self._context.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._context.__exit__(*exc)
+        return self._start(Handler)
 
     def take(self) -> list[dict]:
         """The requests recorded so far, clearing the record."""
@@ -228,7 +238,7 @@ Route = Callable[[Recorded], tuple[int, Any]]
 
 
 @dataclass
-class JsonServer:
+class JsonServer(_Served):
     """A fake Lookback reader: `routes` maps "METHOD /path" to a function returning (status, body).
 
     A body that is `bytes` is sent as is (for garbage answers); anything else is sent as JSON.
@@ -282,12 +292,7 @@ class JsonServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._context = _serving(Handler)
-        self._server = self._context.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._context.__exit__(*exc)
+        return self._start(Handler)
 
 
 def slow(route: Route, seconds: float) -> Route:
