@@ -74,6 +74,9 @@ class Retriever:
                                       terms, diagnostics, started)
         except (NotIndexed, OSError):
             return _answer("not-indexed", terms, diagnostics, started)
+        except apsw.Error as error:  # a corrupt or unreadable index: fail open, say why
+            diagnostics["warnings"].append(f"index unreadable: {type(error).__name__}")
+            return _answer("disabled", terms, diagnostics, started)
 
     def _retrieve(self, connection: apsw.Connection, path: Any, session_id: str,
                   request: RetrievalRequest, terms: QueryTerms, diagnostics: dict[str, Any],

@@ -314,3 +314,19 @@ def test_the_reader_never_loads_redis_or_dramatiq(indexed):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_corrupt_index_disables_retrieval_instead_of_failing(home, ask, tmp_path):
+    from index.layout import project_dir
+
+    session = write_session(tmp_path / "s.jsonl", ["the QuuxWidget plan", "filler"])
+    index_paths(home, session)
+    path = project_dir(home, "/made/up").index_path()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2:] = b"\x5a" * (len(data) - len(data) // 2)  # the table pages
+    path.write_bytes(bytes(data))
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    response = ask(session, "QuuxWidget", context_ids=["m1"])
+    assert response["status"] == "disabled" and response["evidence"] == []
+    assert response["diagnostics"]["warnings"] == ["index unreadable: CorruptError"]
