@@ -52,6 +52,9 @@ class HistorySearch:
         except (NotIndexed, OSError):
             return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
                     "excluded": []}
+        except apsw.Error as error:  # a corrupt index: say so, never raise
+            return {"status": "disabled", "query": terms.by_kind(), "results": [],
+                    "excluded": [], "warnings": [f"index unreadable: {type(error).__name__}"]}
         results = [_result(item, on_branch) for item in chosen]
         shown, excluded = self.policy.apply(results, request.get("provider"))
         return {"status": "ok", "scope": scope_name, "query": terms.by_kind(),
@@ -97,6 +100,8 @@ class HistorySearch:
                     (view.session_id, request["entry_id"])).fetchone()
         except (NotIndexed, OSError):
             return {"status": "not-indexed"}
+        except apsw.Error as error:
+            return {"status": "disabled", "warnings": [f"index unreadable: {type(error).__name__}"]}
         if row is None:
             return {"status": "not-found"}
         entry = dict(zip(("entry_id", "session_id", "type", "role", "timestamp", "excerpt"),
