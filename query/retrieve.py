@@ -10,6 +10,7 @@ match, (8) rank, (9) deduplicate, (10) bounded evidence messages, privacy policy
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -135,7 +136,7 @@ class Retriever:
         if leaf is None:
             raise NotIndexed("session has no entries")
         branch = self.reader.branch(connection, path, session_id, leaf, epoch)
-        key = ("allowed", str(path), session_id, leaf, id(branch),
+        key = ("allowed", str(path), session_id, leaf, epoch,
                request.branch_ids, request.context_ids)
         cached = self.reader.entries.get(key)
         if cached is not None:
@@ -305,8 +306,6 @@ def verify_and_rank(rows: list[Row], matcher: CachedMatcher, allowed_ids: frozen
 def _entries_for(connection: apsw.Connection, session_id: str,
                  entry_ids: tuple[str, ...]) -> list[PathEntry]:
     """The indexed entries among caller-given ids (ids the index lacks are skipped)."""
-    import json
-
     rows = connection.execute(
         "SELECT rowid, entry_id, type, first_kept_id, seq FROM entries "
         "WHERE session_id = ? AND entry_id IN (SELECT value FROM json_each(?))",
