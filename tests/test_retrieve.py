@@ -330,3 +330,28 @@ def test_a_corrupt_index_disables_retrieval_instead_of_failing(home, ask, tmp_pa
     response = ask(session, "QuuxWidget", context_ids=["m1"])
     assert response["status"] == "disabled" and response["evidence"] == []
     assert response["diagnostics"]["warnings"] == ["index unreadable: CorruptError"]
+
+
+def test_a_rewritten_session_is_not_answered_from_stale_caches(home, ask, tmp_path):
+    def entry(entry_id, parent, text):
+        return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "t",
+                "message": {"role": "user", "content": text, "timestamp": 1}}
+
+    header = {"type": "session", "version": 3, "id": "rw", "cwd": "/rw",
+              "timestamp": "2026-01-01T00:00:00Z"}
+    session = tmp_path / "rw.jsonl"
+
+    def write(*entries):
+        session.write_text("".join(json.dumps(e) + "\n" for e in (header, *entries)))
+
+    write(entry("a", None, "ZorkProtocol lives in a"), entry("b", "a", "ZorkProtocol in b"),
+          entry("c", "b", "latest"))
+    index_paths(home, session)
+    first = ask(session, "ZorkProtocol", context_ids=["c"])
+    assert {e["entry_id"] for e in first["evidence"]} == {"a", "b"}
+    # Pi rewrites the file: same leaf id, but b is no longer on its branch.
+    write(entry("a", None, "ZorkProtocol lives in a"), entry("b", "a", "ZorkProtocol in b"),
+          entry("c", "a", "latest, rewritten"))
+    assert index_paths(home, session).read.rewrites == 1
+    second = ask(session, "ZorkProtocol", context_ids=["c"])
+    assert [e["entry_id"] for e in second["evidence"]] == ["a"]
