@@ -11,7 +11,8 @@ events    the log. ``seq`` orders it; ``kind`` is one of ``ingest.events.EVENT_K
           re-delivered events (the same Redis stream id, say) harmless.
 sessions  one row per Pi session: file, cwd, version, header time, last entry (the leaf),
           and ``epoch``, bumped by each reset (a branch computed before it is stale).
-entries   one row per tree entry, keyed by (session_id, entry_id). ``text`` is the
+entries   one row per tree entry, keyed by (session_id, entry_id); its rowid is never
+          reused (readers memoize per rowid). ``text`` is the
           searchable text (never thinking, images or ``custom`` data); ``text_hash``
           identifies equal texts up to case and whitespace (deduplication). ``eligible`` is 1
           for the entries automatic retrieval may return (``message`` and
@@ -31,7 +32,9 @@ embeddings  opt-in semantic vectors (``index.embeddings``): one row per chunk of
 from __future__ import annotations
 
 #: Bump when a table changes shape; an older file is then rebuilt from its events.
-SCHEMA_VERSION = 1
+#: 2: entry rowids are AUTOINCREMENT, never reused after a session reset, so what a
+#:    reader memoizes per rowid can never describe another text.
+SCHEMA_VERSION = 2
 
 #: Bump when tokenization or searchable-text extraction changes; same consequence.
 TOKENIZER_VERSION = 1
@@ -68,7 +71,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 );
 
 CREATE TABLE IF NOT EXISTS entries (
-    rowid         INTEGER PRIMARY KEY,
+    rowid         INTEGER PRIMARY KEY AUTOINCREMENT,
     session_id    TEXT NOT NULL,
     entry_id      TEXT NOT NULL,
     parent_id     TEXT,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from index.layout import ProjectDir, project_dir
+from index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
 from index.store import open_reader, read_meta
 
 
@@ -51,6 +52,8 @@ def project_status(project: ProjectDir) -> dict[str, Any]:
         "index_bytes": size,
         "schema_version": int(meta.get("schema_version") or 0),
         "tokenizer_version": int(meta.get("tokenizer_version") or 0),
+        "needs_reindex": (int(meta.get("schema_version") or 0) < SCHEMA_VERSION
+                          or int(meta.get("tokenizer_version") or 0) < TOKENIZER_VERSION),
     }
 
 

@@ -597,14 +597,15 @@ class _Handler(socketserver.StreamRequestHandler):
                 return False  # the client went away mid-body
             status, payload, fields = self.server.app.handle(
                 method, target, headers.get("authorization"), body)
-        data = self._send(status, payload, close=not keep_alive)
+        data = payload if isinstance(payload, bytes) else encode(payload)
         path = urlsplit(target).path
         known = any(p == path for _, p in self.server.app.routes)
         line = {"event": "request", "method": method[:10],
                 "endpoint": path if known else "(unknown)", "status": status,
                 "ms": round((time.perf_counter() - started) * 1000, 3),
                 "bytes_in": body_in, "bytes_out": len(data), **fields}
-        log.info(json.dumps(line))
+        log.info(json.dumps(line))  # before the answer: a client that has it sees the line
+        self._send(status, data, close=not keep_alive)
         return keep_alive
 
     def _read_head(self) -> tuple[str, str, dict[str, str], bool] | ApiError | None:
@@ -634,7 +635,7 @@ class _Handler(socketserver.StreamRequestHandler):
             or version == "HTTP/1.0" and "keep-alive" in connection
         return method, target, headers, keep_alive
 
-    def _send(self, status: int, payload: Any, *, close: bool) -> bytes:
+    def _send(self, status: int, payload: Any, *, close: bool) -> None:
         data = payload if isinstance(payload, bytes) else encode(payload)
         try:
             reason = HTTPStatus(status).phrase
@@ -647,7 +648,6 @@ class _Handler(socketserver.StreamRequestHandler):
         if close:
             head.append("connection: close")
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
-        return data
 
 
 def make_server(settings: Settings, host: str | None = None, port: int | None = None,

@@ -145,3 +145,20 @@ def test_no_pi_sessions_yet_is_not_an_error(run, tmp_path, monkeypatch):
     assert code == 0 and "no Pi sessions yet" in out and not err
     code, out, _ = run("status")
     assert code == 0 and "no projects indexed yet" in out
+
+
+def test_status_says_when_an_index_needs_a_rebuild(run, home):
+    from index.layout import list_projects
+    from index.store import open_writer, write_meta
+
+    run("index", str(fixture_path("branching.jsonl")))
+    project = list_projects(home)[0]
+    connection = open_writer(project.index_path())
+    with connection:
+        write_meta(connection, "schema_version", 1)  # as an older Lookback left it
+    connection.close()
+    code, out, _ = run("status")
+    assert code == 0 and "run `lookback reindex`" in out
+    run("reindex")
+    code, out, _ = run("status", "--json")
+    assert json.loads(out)["projects"][0]["needs_reindex"] is False

@@ -355,3 +355,14 @@ def test_a_rewritten_session_is_not_answered_from_stale_caches(home, ask, tmp_pa
     assert index_paths(home, session).read.rewrites == 1
     second = ask(session, "ZorkProtocol", context_ids=["c"])
     assert [e["entry_id"] for e in second["evidence"]] == ["a"]
+
+
+def test_rewritten_texts_are_never_served_from_row_memos(home, ask, tmp_path):
+    session = write_session(tmp_path / "s.jsonl", ["Alpha FooToken", "filler", "last"])
+    index_paths(home, session)
+    before = ask(session, "FooToken", context_ids=["m2"])
+    assert [e["excerpt"] for e in before["evidence"]] == ["Alpha FooToken"]
+    write_session(session, ["Beta FooToken, rewritten", "filler", "last"])
+    assert index_paths(home, session).read.rewrites == 1
+    after = ask(session, "FooToken", context_ids=["m2"])
+    assert [e["excerpt"] for e in after["evidence"]] == ["Beta FooToken, rewritten"]

@@ -59,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
                 value = datetime.datetime.fromtimestamp(float(value)).isoformat(timespec="seconds")
             print(f"  {key.replace('_', ' '):<18} {value}")
+        if project.get("needs_reindex"):
+            print("  written by an older version: run `lookback reindex` to rebuild it")
         for key, value in project.items():
             if key.startswith("service_"):
                 print(f"  {key[8:].replace('_', ' '):<18} {value}")

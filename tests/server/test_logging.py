@@ -54,7 +54,8 @@ def test_no_request_term_in_any_log_line(serve, session_file, caplog, capfd):
     requests = [json.loads(r.getMessage()) for r in caplog.records
                 if r.name == "lookback.server" and r.getMessage().startswith("{")]
     requests = [r for r in requests if r.get("event") == "request"]
-    assert len(requests) == len(answers) + 1  # one line per request (plus the manifest GET)
+    # one line per request: the answers above, the BOGUS one and the manifest GET
+    assert len(requests) == len(answers) + 2
     first = requests[0]
     assert first["endpoint"] == "/v1/retrieve" and first["status"] == 200
     assert first["evidence"] == 2 and first["cache"] == "miss"
