@@ -28,7 +28,7 @@ from index.tree import PathEntry, branch, context_entries
 from ingest.pipeline import peek_header
 from query.normalize import FoldedText
 
-BRANCH_CACHE_SIZE = 256
+BRANCH_CACHE_SIZE = 64
 HEADER_CACHE_SIZE = 1024
 
 
@@ -90,7 +90,11 @@ class IndexReader:
         self._lock = threading.Lock()
         self._branches: OrderedDict[tuple, list[PathEntry]] = OrderedDict()
         self._headers: OrderedDict[tuple, tuple[str, str]] = OrderedDict()
-        self.entries = EntryCache()
+        # Memos of what is derived from immutable rows, each bounded for its item size:
+        self.entries = EntryCache(50_000)  # per-row matches and classifications (small)
+        self.evidence = EntryCache(4_096)  # built evidence items (up to ~12 KB each)
+        self.scopes = EntryCache(64)  # allowed scopes of recent leaves (a rowid set each)
+        self.vectors = EntryCache(8)  # semantic matrices (megabytes each)
         self.folded = FoldedCache()
         self._project_dirs: dict[str, ProjectDir] = {}
 

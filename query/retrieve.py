@@ -114,7 +114,7 @@ class Retriever:
         if request.semantic and request.message is not None:
             ranked = add_semantic(connection, str(path), session_id, scope, request.message,
                                   ranked, embedder_name=self.embedder,
-                                  cache=self.reader.entries,
+                                  cache=self.reader.vectors,
                                   max_results=request.max_results, diagnostics=diagnostics)
         unique = _deduplicate(ranked, diagnostics)
         evidence, excluded = self._evidence(unique, request, connection, str(path),
@@ -138,7 +138,7 @@ class Retriever:
         branch = self.reader.branch(connection, path, session_id, leaf, epoch)
         key = ("allowed", str(path), session_id, leaf, epoch,
                request.branch_ids, request.context_ids)
-        cached = self.reader.entries.get(key)
+        cached = self.reader.scopes.get(key)
         if cached is not None:
             return cached  # type: ignore[return-value]
         if request.branch_ids is not None and [e.entry_id for e in branch] != list(
@@ -158,7 +158,7 @@ class Retriever:
                                         if e.entry_id in context_ids
                                         and e.type not in INELIGIBLE_WITH_TEXT),
         )
-        self.reader.entries.put(key, allowed)
+        self.reader.scopes.put(key, allowed)
         return allowed
 
     # -- steps 3 to 5 -------------------------------------------------------------
@@ -214,11 +214,11 @@ class Retriever:
         """The evidence item, memoized: same row and same score parts, same message."""
         key = ("evidence", index_file, item.row.rowid, item.tier, tuple(item.parts),
                item.matches[0].position if item.matches else None, label)
-        built = self.reader.entries.get(key)
+        built = self.reader.evidence.get(key)
         if built is None:
             read_text()
             built = _build_item(item, label)
-            self.reader.entries.put(key, built)
+            self.reader.evidence.put(key, built)
         return _copy_item(built)  # type: ignore[arg-type]
 
     def _classification(self, index_file: str, row: Row,
