@@ -13,6 +13,7 @@ tool loop), ``fresh`` uses a different message each run. The baseline is one raw
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import tempfile
@@ -101,6 +102,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
             measure(size, args.runs, Path(tmp))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of the benchmark process (indexing included): {peak:.0f} MiB")
 
 
 if __name__ == "__main__":
