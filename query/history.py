@@ -14,6 +14,7 @@ from typing import Any
 
 import apsw
 
+from index.tree import leaf_of
 from query.candidates import Scope, fts_search, load_texts
 from query.evidence import excerpt
 from query.fts_query import build_fts_query
@@ -78,7 +79,9 @@ class HistorySearch:
 
     def _scope(self, connection: apsw.Connection, path: Any, session_id: str, scope: str,
                leaf_id: str | None) -> tuple[Scope, set[str]]:
-        leaf = leaf_id or _leaf(connection, session_id)
+        leaf = leaf_id or leaf_of(connection, session_id)
+        if leaf is None:
+            raise NotIndexed("session not indexed")
         branch = self.reader.branch(connection, path, session_id, leaf)
         on_branch = {entry.entry_id for entry in branch}
         if scope == "branch":
@@ -132,14 +135,6 @@ def _search_fields(request: Any) -> tuple[str, str, int]:
 
 def _names(request: dict[str, Any]) -> dict[str, Any]:
     return {key: request.get(key) for key in ("session_file", "project", "session_id")}
-
-
-def _leaf(connection: apsw.Connection, session_id: str) -> str:
-    row = connection.execute("SELECT leaf_id FROM sessions WHERE session_id = ?",
-                             (session_id,)).fetchone()
-    if row is None or row[0] is None:
-        raise NotIndexed("session not indexed")
-    return row[0]
 
 
 def _result(item: Any, on_branch: set[str]) -> dict[str, Any]:

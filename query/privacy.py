@@ -250,7 +250,8 @@ class PrivacyPolicy:
         for item in evidence:
             problem = _malformed(item)
             if problem:
-                excluded.append(_excluded_record(item, None, f"malformed evidence: {problem}"))
+                excluded.append(excluded_record(item, "unclassified",
+                                                f"malformed evidence: {problem}"))
                 continue
             result = classify_evidence(item)
             if result.classification > allowed_max:
@@ -259,7 +260,7 @@ class PrivacyPolicy:
                     f"allowed for provider {provider or '(unnamed)'}"
                     f" ({', '.join(result.reasons)})"
                 )
-                excluded.append(_excluded_record(item, result.classification, reason))
+                excluded.append(excluded_record(item, result.classification.label, reason))
             else:
                 allowed.append({**item, "classification": result.classification.label})
         return allowed, excluded
@@ -300,14 +301,16 @@ def _malformed(item: Any) -> str | None:
     return None
 
 
-def _excluded_record(item: Any, level: Classification | None, reason: str) -> dict:
+def excluded_record(item: Any, classification: str, reason: str) -> dict:
+    """What ``excluded`` lists of a withheld source: its ids, classification and the
+    reason — never its text."""
     entry_id = item.get("entry_id") if isinstance(item, dict) else None
     session_id = item.get("session_id") if isinstance(item, dict) else None
     return {
         "source": f"{session_id}:{entry_id}",
         "entry_id": entry_id,
         "session_id": session_id,
-        "classification": level.label if level is not None else "unclassified",
+        "classification": classification,
         "reason": reason,
     }
 

@@ -24,7 +24,7 @@ import apsw
 
 from index.layout import ProjectDir, find_project, project_dir
 from index.store import IndexUnavailable, open_reader
-from index.tree import PathEntry, branch, context_entries
+from index.tree import PathEntry, branch
 from ingest.pipeline import peek_header
 from query.normalize import FoldedText
 
@@ -206,9 +206,6 @@ class IndexReader:
             steps.append(PathEntry(row[0], row[1], row[2], row[3], row[5]))
             current = row[4]
         return branch(connection, session_id, leaf_id)
-
-    def context(self, path_entries: list[PathEntry]) -> list[PathEntry]:
-        return context_entries(path_entries)
 
     def close(self) -> None:
         with self._lock:

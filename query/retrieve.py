@@ -19,17 +19,18 @@ from typing import Any
 
 import apsw
 
-from index.tree import PathEntry
+from index.tree import PathEntry, context_entries
 from query.candidates import Row, Scope, count_fts, fts_search, literal_search, load_texts
-from query.evidence import envelope, evidence_message, excerpt, message_tokens
+from query.evidence import envelope, evidence_message, excerpt
 from query.fts_query import build_fts_query
 from query.matching import Match, TermMatcher
-from query.privacy import Classification, PrivacyPolicy, classify
+from query.privacy import Classification, PrivacyPolicy, classify, excluded_record
 from query.ranking import Ranked, score, sort_key, static_parts
 from query.reader import EntryCache, FoldedCache, IndexReader, NotIndexed
 from query.request import RetrievalRequest
 from query.semantic import add_semantic
 from query.terms import QueryTerms, extract_terms
+from query.tokens import estimate_tokens
 
 log = logging.getLogger("lookback.query")
 
@@ -147,7 +148,7 @@ class Retriever:
         if request.context_ids is not None:
             context_ids = set(request.context_ids)
         else:
-            context_ids = {e.entry_id for e in self.reader.context(branch)}
+            context_ids = {e.entry_id for e in context_entries(branch)}
         # Only message-like rows may come back; summaries are indexed but never evidence.
         on_branch = [e for e in branch if e.entry_id not in context_ids
                      and e.type not in INELIGIBLE_WITH_TEXT]
@@ -198,11 +199,11 @@ class Retriever:
             level = self._classification(index_file, item.row, read_text)
             built = self._build_item(index_file, item, level.label, read_text)
             if level > ceiling:
-                excluded.append(_excluded(built, f"privacy: {level.label} exceeds "
-                                          f"{ceiling.label} for this provider"))
+                excluded.append(excluded_record(built, level.label, f"privacy: {level.label} "
+                                                f"exceeds {ceiling.label} for this provider"))
                 continue
             if used + built["tokens"] > budget:
-                excluded.append(_excluded(built, "retrieval budget"))
+                excluded.append(excluded_record(built, level.label, "retrieval budget"))
                 continue
             evidence.append(built)
             used += built["tokens"]
@@ -358,7 +359,7 @@ def _build_item(item: Ranked, classification: str) -> dict[str, Any]:
         "tier": item.tier,
         "score": item.score,
         "reasons": list(item.reasons),
-        "tokens": message_tokens(text),
+        "tokens": estimate_tokens(text),
         "classification": classification,
         "group_id": f"retrieval:{row.session_id}:{row.entry_id}",
         "excerpt": quoted,
@@ -371,12 +372,6 @@ def _copy_item(built: dict[str, Any]) -> dict[str, Any]:
     message = built["message"]
     return {**built, "reasons": list(built["reasons"]),
             "message": {**message, "content": [dict(block) for block in message["content"]]}}
-
-
-def _excluded(item: dict[str, Any], reason: str) -> dict[str, Any]:
-    return {"source": f"{item['session_id']}:{item['entry_id']}", "entry_id": item["entry_id"],
-            "session_id": item["session_id"], "classification": item["classification"],
-            "reason": reason}
 
 
 def _answer(status: str, terms: QueryTerms | None, diagnostics: dict[str, Any],
