@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from query.chunking import DEFAULT_MAX_CHARS  # noqa: E402
-from query.embedding import EmbeddingPort, EmbeddingUnavailable, get_embedder  # noqa: E402
+from lookback.index.chunking import DEFAULT_MAX_CHARS  # noqa: E402
+from lookback.index.embedding import EmbeddingPort, EmbeddingUnavailable, get_embedder  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests/fixtures/embedding_paraphrases.json"
 MESSAGE_CHARS = 200

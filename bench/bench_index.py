@@ -25,9 +25,9 @@ from bench.corpus import write_corpus  # noqa: E402
 
 
 def child(corpus: str, home: str) -> None:
-    from index.sink import EmbeddedSink
-    from ingest.pipeline import ingest_files
-    from ingest.scan import session_files
+    from lookback.index.sink import EmbeddedSink
+    from lookback.ingest.pipeline import ingest_files
+    from lookback.ingest.scan import session_files
 
     started, cpu_started = time.perf_counter(), time.process_time()
     with EmbeddedSink(Path(home)) as sink:

@@ -33,13 +33,14 @@ import redis
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from index.layout import project_dir  # noqa: E402
-from index.status import applied_events  # noqa: E402
-from index.store import open_reader  # noqa: E402
-from ingest.pipeline import ingest_files  # noqa: E402
+from lookback.index.layout import project_dir  # noqa: E402
+from lookback.index.status import applied_events  # noqa: E402
+from lookback.index.store import open_reader  # noqa: E402
+from lookback.ingest.pipeline import ingest_files  # noqa: E402
+from lookback.workers.config import ServiceConfig  # noqa: E402
+from lookback.workers.sink import RedisSink  # noqa: E402
+
 from lookback.settings import load_settings  # noqa: E402
-from workers.config import ServiceConfig  # noqa: E402
-from workers.sink import RedisSink  # noqa: E402
 
 LARGE = REPO / "tests" / "fixtures" / "pi-sessions" / "large-session.jsonl"
 
@@ -54,7 +55,7 @@ def environment(home: Path, prefix: str) -> dict[str, str]:
 
 def start_workers(environ: dict[str, str], processes: int) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "dramatiq", "workers.actors", "--queues", "lookback-index",
+        [sys.executable, "-m", "dramatiq", "lookback.workers.actors", "--queues", "lookback-index",
          "--processes", str(processes), "--threads", "2"],
         env=environ, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)

@@ -22,17 +22,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lookback.index.layout import project_dir  # noqa: E402
+from lookback.index.sink import EmbeddedSink  # noqa: E402
+from lookback.index.store import open_reader  # noqa: E402
+from lookback.ingest.pipeline import ingest_files  # noqa: E402
+from lookback.ingest.scan import session_files  # noqa: E402
+from lookback.query.search.reader import IndexReader  # noqa: E402
+from lookback.query.text.fts_query import build_fts_query  # noqa: E402
+from lookback.query.text.terms import extract_terms  # noqa: E402
+
 from bench.corpus import write_corpus  # noqa: E402
-from index.layout import project_dir  # noqa: E402
-from index.sink import EmbeddedSink  # noqa: E402
-from index.store import open_reader  # noqa: E402
-from ingest.pipeline import ingest_files  # noqa: E402
-from ingest.scan import session_files  # noqa: E402
 from lookback.api import retrieve  # noqa: E402
 from lookback.settings import load_settings  # noqa: E402
-from query.fts_query import build_fts_query  # noqa: E402
-from query.reader import IndexReader  # noqa: E402
-from query.terms import extract_terms  # noqa: E402
 
 SESSION_MESSAGES = 5000
 WARM = "where did we change `AgentSession` and the thinking level handling?"

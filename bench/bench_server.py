@@ -108,12 +108,13 @@ def main() -> None:
                         help="extra settings for the server, e.g. LOOKBACK_SERVER__WORKERS=0")
     args = parser.parse_args()
 
-    from index.sink import EmbeddedSink
-    from ingest.pipeline import ingest_files
-    from ingest.scan import session_files
+    from lookback.index.sink import EmbeddedSink
+    from lookback.ingest.pipeline import ingest_files
+    from lookback.ingest.scan import session_files
+    from lookback.query.search.reader import IndexReader
+
     from lookback import api
     from lookback.settings import load_settings
-    from query.reader import IndexReader
 
     with tempfile.TemporaryDirectory() as temp:
         corpus, home = Path(temp) / "corpus", Path(temp) / "home"

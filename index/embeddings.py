@@ -25,13 +25,12 @@ from pathlib import Path
 
 import apsw
 import numpy as np
-
-from index.layout import project_dir
-from index.project import ProjectWriter
-from index.store import open_reader, read_meta, write_meta
-from index.writer import _immediate
-from query.chunking import CHUNKING_VERSION, DEFAULT_MAX_CHARS, DEFAULT_OVERLAP, chunk_text
-from query.embedding import EmbeddingPort
+from lookback.index.chunking import CHUNKING_VERSION, DEFAULT_MAX_CHARS, DEFAULT_OVERLAP, chunk_text
+from lookback.index.embedding import EmbeddingPort
+from lookback.index.layout import project_dir
+from lookback.index.project import ProjectWriter
+from lookback.index.store import open_reader, read_meta, write_meta
+from lookback.index.writer import _immediate
 
 #: Entries embedded per batch (and per writer transaction).
 BATCH_ENTRIES = 64

@@ -16,12 +16,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import apsw
-
-from index.layout import ProjectDir, project_dir
-from index.store import open_writer
-from index.writer import append_events
-from ingest.events import Event
-from ingest.reader import FileState
+from lookback.index.layout import ProjectDir, project_dir
+from lookback.index.store import open_writer
+from lookback.index.writer import append_events
+from lookback.ingest.events import Event
+from lookback.ingest.reader import FileState
 
 
 class WriterBusy(TimeoutError):

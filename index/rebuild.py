@@ -20,13 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import apsw
-
-from index.embeddings import copy_embeddings
-from index.layout import ProjectDir
-from index.project import acquire_lock
-from index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
-from index.store import open_reader, open_writer, read_meta, write_meta
-from index.writer import replay
+from lookback.index.embeddings import copy_embeddings
+from lookback.index.layout import ProjectDir
+from lookback.index.project import acquire_lock
+from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
+from lookback.index.store import open_reader, open_writer, read_meta, write_meta
+from lookback.index.writer import replay
 
 BATCH_EVENTS = 5000
 _VERSION_KEYS = {"schema_version", "tokenizer_version", "created_at"}

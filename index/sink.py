@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
-from index.project import ProjectWriter
-from ingest.events import Event
-from ingest.reader import Batch, FileState
+from lookback.index.project import ProjectWriter
+from lookback.ingest.events import Event
+from lookback.ingest.reader import Batch, FileState
 
 
 class EmbeddedSink:

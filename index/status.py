@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from index.layout import ProjectDir, project_dir
-from index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
-from index.store import open_reader, read_meta
+from lookback.index.layout import ProjectDir, project_dir
+from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
+from lookback.index.store import open_reader, read_meta
 
 
 def applied_events(home: Path, cwd: str, namespace: str = "") -> int:

@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 
 import apsw
-
-from index.schema import DDL, SCHEMA_VERSION, TOKENIZER_VERSION
+from lookback.index.schema import DDL, SCHEMA_VERSION, TOKENIZER_VERSION
 
 PAGE_SIZE = 8192
 BUSY_TIMEOUT_MS = 5000

@@ -18,12 +18,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import apsw
-
-from index.schema import SCHEMA_VERSION
-from index.store import read_meta, write_meta
-from ingest import jsonio
-from ingest.events import Event, EventError
-from query.tokens import estimate_tokens  # one estimate for index and budgets
+from lookback.index.schema import SCHEMA_VERSION
+from lookback.index.store import read_meta, write_meta
+from lookback.index.tokens import estimate_tokens  # one estimate for index and budgets
+from lookback.ingest import jsonio
+from lookback.ingest.events import Event, EventError
 
 
 def text_hash(text: str) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingest import jsonio
+from lookback.ingest import jsonio
 
 EVENT_KINDS = ("session", "entry", "reset", "leaf")
 

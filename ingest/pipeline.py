@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ingest.reader import Batch, FileState, NotASession, ReadStats, read_session
+from lookback.ingest.reader import Batch, FileState, NotASession, ReadStats, read_session
 
 
 class Sink(Protocol):

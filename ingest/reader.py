@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, BinaryIO
 
-from ingest import jsonio
-from ingest.entries import normalize_entry
-from ingest.events import Event
+from lookback.ingest import jsonio
+from lookback.ingest.entries import normalize_entry
+from lookback.ingest.events import Event
 
 #: Lines longer than this are skipped (and counted); Pi never writes one in practice.
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024

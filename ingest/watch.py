@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest.pipeline import IngestReport, Sink, ingest_files
-from ingest.scan import session_files
+from lookback.ingest.pipeline import IngestReport, Sink, ingest_files
+from lookback.ingest.scan import session_files
 
 
 @dataclass

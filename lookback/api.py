@@ -12,12 +12,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from lookback.query.privacy.policy import PrivacyPolicy
+from lookback.query.search.history import HistorySearch
+from lookback.query.search.reader import IndexReader
+from lookback.query.search.request import RequestError, parse_request
+from lookback.query.search.retrieve import Retriever
 from lookback.settings import Settings, load_settings
-from query.history import HistorySearch
-from query.privacy import PrivacyPolicy
-from query.reader import IndexReader
-from query.request import RequestError, parse_request
-from query.retrieve import Retriever
 
 __all__ = ["RequestError", "health", "retrieve", "search", "source"]
 
@@ -64,8 +64,8 @@ def source(request: dict[str, Any], *, settings: Settings | None = None,
 
 def health(settings: Settings | None = None) -> dict[str, Any]:
     """Index state per project (for ``GET /v1/health``)."""
-    from index.layout import list_projects
-    from index.status import project_status
+    from lookback.index.layout import list_projects
+    from lookback.index.status import project_status
 
     settings = settings or load_settings()
     projects = []

@@ -6,11 +6,11 @@ import errno
 
 import apsw
 
-from index.layout import ProjectNotFound
-from index.project import WriterBusy
-from index.store import IncompatibleIndex, IndexUnavailable
-from ingest.reader import NotASession
-from ingest.scan import PathProblem
+from lookback.index.layout import ProjectNotFound
+from lookback.index.project import WriterBusy
+from lookback.index.store import IncompatibleIndex, IndexUnavailable
+from lookback.ingest.reader import NotASession
+from lookback.ingest.scan import PathProblem
 from lookback.settings import SettingsError
 
 

@@ -52,10 +52,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from index.layout import find_project, project_key
 from lookback.errors import UserError
+from lookback.index.layout import find_project, project_key
+from lookback.query.context.manifest import ManifestStore, retrieval_record
 from lookback.settings import Settings
-from query.manifest import ManifestStore, retrieval_record
 
 log = logging.getLogger("lookback.server")
 
@@ -228,7 +228,7 @@ class ReaderApp:
         if engine is None:
             from lookback import api as engine
         if reader is None:
-            from query.reader import IndexReader
+            from lookback.query.search.reader import IndexReader
 
             reader = IndexReader(settings.home, settings.namespace)
         self.settings = settings
@@ -376,7 +376,7 @@ class ReaderApp:
         return 200, response, {}
 
     def plan(self, body: dict, grant: frozenset[str] | None) -> Reply:
-        from query.planner import plan
+        from lookback.query.context.planner import plan
 
         messages, evidence = body.get("messages"), body.get("evidence", [])
         if not isinstance(messages, list) or not isinstance(evidence, list):
@@ -466,8 +466,8 @@ class ReaderApp:
 
 
 def _index_one(settings: Settings, path: Path) -> Any:
-    from index.sink import EmbeddedSink
-    from ingest.pipeline import ingest_files
+    from lookback.index.sink import EmbeddedSink
+    from lookback.ingest.pipeline import ingest_files
 
     with EmbeddedSink(settings.home, namespace=settings.namespace) as sink:
         return ingest_files([path], sink, strict=True)
@@ -670,8 +670,8 @@ def warm_up() -> None:
     """Load what the first request would otherwise pay for (the secret detectors'
     patterns, the term extractor's word lists): ~0.1 s once, at start, not on the
     agent's first model call."""
-    from query.privacy import classify
-    from query.terms import extract_terms
+    from lookback.query.privacy.policy import classify
+    from lookback.query.text.terms import extract_terms
 
     classify("warm up: api_key=none")
     extract_terms("warm up `Lookback` paths/and --flags")

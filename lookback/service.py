@@ -10,22 +10,22 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from index.layout import ProjectDir, ProjectNotFound, find_project
-from index.store import IndexUnavailable, open_reader, read_meta
 from lookback.errors import UserError
+from lookback.index.layout import ProjectDir, ProjectNotFound, find_project
+from lookback.index.store import IndexUnavailable, open_reader, read_meta
 from lookback.settings import Settings
-from workers.apply import CURSOR_META
-from workers.config import (
+from lookback.workers.apply import CURSOR_META
+from lookback.workers.config import (
     BACKGROUND_QUEUE,
     INDEX_QUEUE,
     ServiceConfig,
     ServiceNotConfigured,
     redis_client,
 )
-from workers.log import START, id_millis
-from workers.nudge import request_rebuild
-from workers.reindex import mark_queued
-from workers.sink import RedisSink
+from lookback.workers.log import START, id_millis
+from lookback.workers.nudge import request_rebuild
+from lookback.workers.reindex import mark_queued
+from lookback.workers.sink import RedisSink
 
 
 def queue_sink(settings: Settings) -> RedisSink:
@@ -42,7 +42,7 @@ def nudge_session(settings: Settings, session_file: str) -> int:
     """
     from pathlib import Path
 
-    from ingest.pipeline import ingest_files
+    from lookback.ingest.pipeline import ingest_files
 
     with queue_sink(settings) as sink:
         report = ingest_files([Path(session_file)], sink, strict=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from index.sink import EmbeddedSink
-from ingest.pipeline import IngestReport, ingest_files
-from ingest.scan import session_files
+from lookback.index.sink import EmbeddedSink
+from lookback.ingest.pipeline import IngestReport, ingest_files
+from lookback.ingest.scan import session_files
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi-sessions"
 

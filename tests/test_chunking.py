@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from query.chunking import CHUNKING_VERSION, DEFAULT_MAX_CHARS, chunk_text
+from lookback.index.chunking import CHUNKING_VERSION, DEFAULT_MAX_CHARS, chunk_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # A real 4,899-character assistant message with prose and code (see the fixture's source note).

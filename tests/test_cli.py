@@ -148,8 +148,8 @@ def test_no_pi_sessions_yet_is_not_an_error(run, tmp_path, monkeypatch):
 
 
 def test_status_says_when_an_index_needs_a_rebuild(run, home):
-    from index.layout import list_projects
-    from index.store import open_writer, write_meta
+    from lookback.index.layout import list_projects
+    from lookback.index.store import open_writer, write_meta
 
     run("index", str(fixture_path("branching.jsonl")))
     project = list_projects(home)[0]

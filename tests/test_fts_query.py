@@ -10,11 +10,10 @@ import random
 
 import apsw
 import pytest
-
-from index.schema import FTS_TOKENIZE
-from query.fts_query import build_fts_query, build_phrase_query, quote_fts_string
-from query.matching import find_literal
-from query.terms import MAX_TERMS, QueryTerms, Term, extract_terms
+from lookback.index.schema import FTS_TOKENIZE
+from lookback.query.text.fts_query import build_fts_query, build_phrase_query, quote_fts_string
+from lookback.query.text.matching import find_literal
+from lookback.query.text.terms import MAX_TERMS, QueryTerms, Term, extract_terms
 
 
 @pytest.fixture

@@ -5,8 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from query.fusion import Candidate, FusedCandidate, fuse
+from lookback.query.semantic.fusion import Candidate, FusedCandidate, fuse
 
 # Entry keys as the engine uses them: (session id, entry id) from the v3 fixture.
 SESSION = "3f5b8f7e-pi-session-v3"

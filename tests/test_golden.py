@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
+from lookback.query.search.reader import IndexReader
 
 from lookback.api import retrieve
 from lookback.settings import load_settings
-from query.reader import IndexReader
 from tests.support import fixture_path, index_paths
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "retrieval.json").read_text())

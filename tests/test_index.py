@@ -7,12 +7,12 @@ import threading
 
 import apsw
 import pytest
+from lookback.index.layout import list_projects, project_dir
+from lookback.index.project import ProjectWriter
+from lookback.index.rebuild import rebuild
+from lookback.index.store import open_reader, read_meta
+from lookback.index.tree import branch, context_entries, leaf_of
 
-from index.layout import list_projects, project_dir
-from index.project import ProjectWriter
-from index.rebuild import rebuild
-from index.store import open_reader, read_meta
-from index.tree import branch, context_entries, leaf_of
 from tests.support import fixture_path, index_paths
 
 
@@ -161,7 +161,7 @@ def test_a_reader_reads_committed_state_while_the_writer_writes(home):
         index_paths(home, fixture_path("large-session.jsonl"))  # another project
         index_paths(home, fixture_path("branching.jsonl"))
         with ProjectWriter(home, "/workspace/demo") as writer:
-            from ingest.events import Event
+            from lookback.ingest.events import Event
 
             for n in range(200):
                 entry = {"id": f"x{n}", "parent_id": None, "seq": 100 + n, "type": "message",
@@ -180,7 +180,7 @@ def test_a_full_disk_rolls_back_the_whole_batch(home, session_copy):
     index_paths(home, fixture_path("pi-session-v3.jsonl"))
     writer = ProjectWriter(home, "/workspace/demo")
     writer.connection.execute("PRAGMA max_page_count=40")  # a disk with no room left
-    from ingest.reader import read_session
+    from lookback.ingest.reader import read_session
 
     batch = next(iter(read_session(str(path))))
     with pytest.raises(apsw.FullError):
@@ -193,7 +193,7 @@ def test_a_full_disk_rolls_back_the_whole_batch(home, session_copy):
 
 def test_only_one_writer_per_project(home):
     index_paths(home, fixture_path("branching.jsonl"))
-    from index.project import WriterBusy
+    from lookback.index.project import WriterBusy
 
     with ProjectWriter(home, "/fixture"):
         with pytest.raises(WriterBusy):

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from query.matching import Match, TermMatcher, find_keyword, find_literal, matched_terms
-from query.normalize import FoldedText, fold
-from query.terms import ERROR, IDENTIFIER, KEYWORD, PATH, PHRASE, Term, extract_terms
+from lookback.query.text.matching import (
+    Match,
+    TermMatcher,
+    find_keyword,
+    find_literal,
+    matched_terms,
+)
+from lookback.query.text.normalize import FoldedText, fold
+from lookback.query.text.terms import ERROR, IDENTIFIER, KEYWORD, PATH, PHRASE, Term, extract_terms
 
 # An assistant reply in the style of the fixtures (before-compaction.jsonl).
 ENTRY = (

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from query.messages import (
+from lookback.index.tokens import estimate_tokens
+from lookback.query.context.messages import (
     EVIDENCE_FOOTER,
     EVIDENCE_HEADER,
     IMAGE_TOKENS,
@@ -18,7 +18,6 @@ from query.messages import (
     latest_real_user_message,
     message_text,
 )
-from query.tokens import estimate_tokens
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi-sessions"
 

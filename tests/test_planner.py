@@ -7,9 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-
-from query.messages import EVIDENCE_FOOTER, EVIDENCE_HEADER, estimate_message_tokens
-from query.planner import PRIORITY_EVIDENCE, plan
+from lookback.query.context.messages import (
+    EVIDENCE_FOOTER,
+    EVIDENCE_HEADER,
+    estimate_message_tokens,
+)
+from lookback.query.context.planner import PRIORITY_EVIDENCE, plan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi-sessions"
 

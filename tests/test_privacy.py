@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from query.privacy import (
+from lookback.query.privacy.policy import (
     Classification,
     PrivacyPolicy,
     PrivacySettingsError,

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from lookback.index.tree import branch, context_entries
+from lookback.query.context.evidence import FOOTER, HEADER
+from lookback.query.search.reader import IndexReader
 
-from index.tree import branch, context_entries
 from lookback.api import RequestError, retrieve
 from lookback.settings import load_settings
-from query.evidence import FOOTER, HEADER
-from query.reader import IndexReader
 from tests.support import fixture_path, index_paths
 
 BEFORE = fixture_path("before-compaction.jsonl")
@@ -40,8 +40,8 @@ def indexed(home):
 
 
 def context_ids_of(home, cwd, session_id, leaf):
-    from index.layout import project_dir
-    from index.store import open_reader
+    from lookback.index.layout import project_dir
+    from lookback.index.store import open_reader
 
     db = open_reader(project_dir(home, cwd).index_path())
     return {e.entry_id for e in context_entries(branch(db, session_id, leaf))}
@@ -282,8 +282,7 @@ def test_a_fake_end_marker_in_the_text_stays_inside_the_json_string(home, ask, t
 
 def test_exact_search_failure_disables_and_fts_failure_warns(indexed, ask, monkeypatch):
     import apsw
-
-    import query.retrieve as pipeline
+    import lookback.query.search.retrieve as pipeline
 
     def broken(*args, **kwargs):
         raise apsw.SQLError("simulated")
@@ -308,7 +307,7 @@ def test_the_reader_never_loads_redis_or_dramatiq(indexed):
         f"r = lookback.retrieve({{'session_file': {str(BEFORE)!r}, 'message': 'AppMessage'}},"
         " settings=s)\n"
         "assert r['status'] == 'ok', r['status']\n"
-        "import query.history, query.semantic, query.planner, query.privacy\n"
+        "import lookback.query.search.history, lookback.query.semantic.hybrid, lookback.query.context.planner, lookback.query.privacy.policy\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'dramatiq')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -317,7 +316,7 @@ def test_the_reader_never_loads_redis_or_dramatiq(indexed):
 
 
 def test_a_corrupt_index_disables_retrieval_instead_of_failing(home, ask, tmp_path):
-    from index.layout import project_dir
+    from lookback.index.layout import project_dir
 
     session = write_session(tmp_path / "s.jsonl", ["the QuuxWidget plan", "filler"])
     index_paths(home, session)

@@ -12,18 +12,18 @@ import json
 from pathlib import Path
 
 import pytest
+from lookback.index import embedding
+from lookback.index.embedding import get_embedder
+from lookback.index.embeddings import EMBEDDINGS_SEQ_META, Stamp, build_embeddings, count_pending
+from lookback.index.layout import project_dir
+from lookback.index.rebuild import rebuild
+from lookback.index.store import open_reader, open_writer, write_meta
+from lookback.index.tree import branch, context_entries
+from lookback.query.search.reader import IndexReader
 
-from index.embeddings import EMBEDDINGS_SEQ_META, Stamp, build_embeddings, count_pending
-from index.layout import project_dir
-from index.rebuild import rebuild
-from index.store import open_reader, open_writer, write_meta
-from index.tree import branch, context_entries
 from lookback.api import retrieve
 from lookback.cli import main
 from lookback.settings import load_settings
-from query import embedding
-from query.embedding import get_embedder
-from query.reader import IndexReader
 from tests.support import fixture_path, index_paths
 
 BEFORE = fixture_path("before-compaction.jsonl")
@@ -151,7 +151,7 @@ def test_partial_embeddings_fall_back_to_lexical(home: Path) -> None:
 def test_stale_embeddings_after_a_model_change_fall_back_then_rebuild(home: Path,
                                                                       monkeypatch) -> None:
     _index(home)
-    from query.embedding_hashing import HashingEmbedder
+    from lookback.index.embedding_hashing import HashingEmbedder
 
     monkeypatch.setitem(embedding.EMBEDDERS, "hashing-128", lambda: HashingEmbedder(128))
     ask = _asker(home, "hashing-128")

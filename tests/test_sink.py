@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import shutil
 
-from index.layout import project_dir
-from index.sink import EmbeddedSink
-from index.store import open_reader
-from ingest.pipeline import ingest_files
+from lookback.index.layout import project_dir
+from lookback.index.sink import EmbeddedSink
+from lookback.index.store import open_reader
+from lookback.ingest.pipeline import ingest_files
+
 from tests.support import fixture_path
 
 

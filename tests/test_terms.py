@@ -10,10 +10,9 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from query.normalize import fold
-from query.stopwords import is_stopword, is_technology
-from query.terms import (
+from lookback.query.text.normalize import fold
+from lookback.query.text.stopwords import is_stopword, is_technology
+from lookback.query.text.terms import (
     ERROR,
     FLAG,
     IDENTIFIER,

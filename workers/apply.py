@@ -23,13 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import apsw
-
-from index.layout import project_key
-from index.project import ProjectWriter
-from index.store import read_meta, write_meta
-from ingest.events import Event, EventError
-from workers.config import ServiceConfig
-from workers.log import START, LogItem, read_after, trim_through
+from lookback.index.layout import project_key
+from lookback.index.project import ProjectWriter
+from lookback.index.store import read_meta, write_meta
+from lookback.ingest.events import Event, EventError
+from lookback.workers.config import ServiceConfig
+from lookback.workers.log import START, LogItem, read_after, trim_through
 
 logger = logging.getLogger("lookback.workers")
 

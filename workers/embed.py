@@ -24,12 +24,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from index.embeddings import EmbedReport, build_embeddings
+from lookback.index.embedding import EmbeddingError, get_embedder
+from lookback.index.embeddings import EmbedReport, build_embeddings
+from lookback.workers.apply import project_info
+from lookback.workers.config import BACKGROUND_QUEUE, ServiceConfig
+from lookback.workers.nudge import send
+
 from lookback.settings import Settings
-from query.embedding import EmbeddingError, get_embedder
-from workers.apply import project_info
-from workers.config import BACKGROUND_QUEUE, ServiceConfig
-from workers.nudge import send
 
 logger = logging.getLogger("lookback.workers")
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ingest.events import Event
+from lookback.ingest.events import Event
 
 EVENT_FIELD = b"e"
 START = "0-0"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig
+from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig
 
 APPLY_ACTOR = "apply_project"
 REBUILD_ACTOR = "rebuild_project"

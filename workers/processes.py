@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from workers.config import BACKGROUND_QUEUE, INDEX_QUEUE
+from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Group:
     poll_ms: int
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "dramatiq", "workers.actors", "--queues", self.queue,
+        return [sys.executable, "-m", "dramatiq", "lookback.workers.actors", "--queues", self.queue,
                 "--processes", str(self.processes), "--threads", str(self.threads)]
 
     def environ(self, base: dict[str, str]) -> dict[str, str]:

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from index.layout import PROJECTS_DIR, ProjectDir, find_project, list_projects
-from index.rebuild import rebuild
-from index.store import IndexUnavailable, needs_rebuild, open_reader
-from workers.config import ServiceConfig
+from lookback.index.layout import PROJECTS_DIR, ProjectDir, find_project, list_projects
+from lookback.index.rebuild import rebuild
+from lookback.index.store import IndexUnavailable, needs_rebuild, open_reader
+from lookback.workers.config import ServiceConfig
 
 logger = logging.getLogger("lookback.workers")
 

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from index.layout import project_key
-from ingest.reader import Batch, FileState
-from workers.config import ServiceConfig, redis_client
-from workers.log import add_events
-from workers.nudge import nudge
+from lookback.index.layout import project_key
+from lookback.ingest.reader import Batch, FileState
+from lookback.workers.config import ServiceConfig, redis_client
+from lookback.workers.log import add_events
+from lookback.workers.nudge import nudge
 
 T = TypeVar("T")
 

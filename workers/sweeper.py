@@ -14,10 +14,10 @@ import threading
 import time
 from typing import Any
 
-from workers.config import ServiceConfig
-from workers.log import id_millis
-from workers.nudge import nudge, request_rebuild
-from workers.reindex import mark_queued, stale_projects
+from lookback.workers.config import ServiceConfig
+from lookback.workers.log import id_millis
+from lookback.workers.nudge import nudge, request_rebuild
+from lookback.workers.reindex import mark_queued, stale_projects
 
 logger = logging.getLogger("lookback.workers")
 

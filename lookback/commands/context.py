@@ -14,13 +14,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from index.layout import find_project
-from index.store import open_reader
-from ingest.pipeline import peek_header
 from lookback.commands.common import load
 from lookback.errors import UserError
+from lookback.index.layout import find_project
+from lookback.index.store import open_reader
+from lookback.ingest.pipeline import peek_header
+from lookback.query.context.manifest import DEFAULT_KEEP, ManifestStore
 from lookback.settings import Settings
-from query.manifest import DEFAULT_KEEP, ManifestStore
 
 VIEWS = ("retrieved", "manifest", "included", "excluded")
 EXCERPT_CHARS = 240

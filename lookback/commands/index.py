@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from index.sink import EmbeddedSink
-from ingest.pipeline import IngestReport, ingest_files
-from ingest.scan import default_sessions_dir, session_files
 from lookback.commands.common import load, progress_printer
 from lookback.errors import UserError
+from lookback.index.sink import EmbeddedSink
+from lookback.ingest.pipeline import IngestReport, ingest_files
+from lookback.ingest.scan import default_sessions_dir, session_files
 from lookback.settings import Settings
 
 
@@ -94,8 +94,8 @@ def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
 
 def _embed(settings: Settings, cwds: list[str]) -> None:
     """Build the missing semantic vectors of each project, with a progress bar."""
-    from index.embeddings import build_embeddings
-    from query.embedding import EmbeddingError, get_embedder
+    from lookback.index.embedding import EmbeddingError, get_embedder
+    from lookback.index.embeddings import build_embeddings
 
     name = str(settings.section("retrieval").get("embedder") or "hashing")
     try:

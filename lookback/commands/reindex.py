@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from index.layout import find_project, list_projects
-from index.rebuild import rebuild
 from lookback.commands.common import load
+from lookback.index.layout import find_project, list_projects
+from lookback.index.rebuild import rebuild
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from index.layout import find_project, list_projects
-from index.status import project_status
 from lookback.commands.common import load
+from lookback.index.layout import find_project, list_projects
+from lookback.index.status import project_status
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -13,11 +13,11 @@ import sys
 import threading
 from pathlib import Path
 
-from index.sink import EmbeddedSink
-from ingest.scan import default_sessions_dir
-from ingest.watch import Watcher, WatchRound
 from lookback.commands.common import load
 from lookback.errors import UserError
+from lookback.index.sink import EmbeddedSink
+from lookback.ingest.scan import default_sessions_dir
+from lookback.ingest.watch import Watcher, WatchRound
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

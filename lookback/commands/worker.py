@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads or int(workers.get("threads") or 2)
     if processes < 1 or threads < 1:
         raise UserError("--processes and --threads must be at least 1")
-    from workers.processes import groups, supervise
+    from lookback.workers.processes import groups, supervise
 
     environ = dict(os.environ)
     environ["LOOKBACK_HOME"] = str(settings.home)

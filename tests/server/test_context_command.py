@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
+from lookback.query.context.messages import estimate_message_tokens
+
 from lookback.cli import main
-from query.messages import estimate_message_tokens
 
 from .conftest import EARLY_USER_TEXT, PROMPT, SESSION_ID, retrieve_body
 

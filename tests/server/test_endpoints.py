@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from query.messages import EVIDENCE_HEADER, estimate_message_tokens
+from lookback.query.context.messages import EVIDENCE_HEADER, estimate_message_tokens
 
 from .conftest import EARLY_USER_TEXT, PROMPT, SESSION_ID, retrieve_body
 

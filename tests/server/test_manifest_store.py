@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from query.manifest import ManifestStore, apply_plan, retrieval_record
+from lookback.query.context.manifest import ManifestStore, apply_plan, retrieval_record
 
 RESPONSE = {
     "status": "ok",

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from lookback.index.layout import project_key
 
-from index.layout import project_key
 from lookback.errors import UserError
 from lookback.server import make_server
 

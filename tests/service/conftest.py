@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from lookback.workers.config import ServiceConfig
 
 from lookback.settings import Settings, load_settings
 from tests.service.helpers import WorkerProcess
-from workers.config import ServiceConfig
 
 REDIS_URL = os.environ.get("LOOKBACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 

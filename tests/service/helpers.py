@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from index.layout import project_dir
-from index.store import open_reader
-from ingest.reader import read_session
+from lookback.index.layout import project_dir
+from lookback.index.store import open_reader
+from lookback.ingest.reader import read_session
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pi-sessions"
 LARGE = FIXTURES / "large-session.jsonl"
@@ -109,7 +109,7 @@ class WorkerProcess:
                  queue: str = "lookback-index", log: Path | None = None) -> None:
         self.environ = {**environ, "dramatiq_worker_timeout": "100",
                         "dramatiq_queue_prefetch": str(threads)}
-        self.argv = [sys.executable, "-m", "dramatiq", "workers.actors", "--queues", queue,
+        self.argv = [sys.executable, "-m", "dramatiq", "lookback.workers.actors", "--queues", queue,
                      "--processes", str(processes), "--threads", str(threads)]
         self.log = log
         self.process: subprocess.Popen | None = None

@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import redis
+from lookback.index.status import applied_events
+from lookback.ingest.pipeline import ingest_files
+from lookback.workers.sink import RedisSink
 
-from index.status import applied_events
-from ingest.pipeline import ingest_files
 from tests.service.conftest import cleanup, make_service
 from tests.service.helpers import (
     append,
@@ -26,7 +27,6 @@ from tests.service.helpers import (
     wait_for,
 )
 from tests.service.test_workers import start_watcher, stop
-from workers.sink import RedisSink
 
 CWD = "/work/crash-project"
 

@@ -7,22 +7,23 @@ retrieval then runs without a warning.
 
 from __future__ import annotations
 
-from ingest.pipeline import ingest_files
+from lookback.ingest.pipeline import ingest_files
+from lookback.query.search.reader import IndexReader
+from lookback.workers.sink import RedisSink
+
 from lookback.api import retrieve
-from query.reader import IndexReader
 from tests.service.conftest import REDIS_URL, cleanup, make_service
 from tests.service.helpers import expected_entries, indexed_entries, session_lines, wait_for
 from tests.service.test_log_and_apply import write_session
-from workers.sink import RedisSink
 
 CWD = "/work/pi-mono"
 
 
 def _pending(service) -> int | None:
-    from index.embeddings import Stamp, count_pending
-    from index.layout import project_dir
-    from index.store import open_reader
-    from query.embedding import get_embedder
+    from lookback.index.embedding import get_embedder
+    from lookback.index.embeddings import Stamp, count_pending
+    from lookback.index.layout import project_dir
+    from lookback.index.store import open_reader
 
     path = project_dir(service.home, CWD).index_path()
     if path is None:

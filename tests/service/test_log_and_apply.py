@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 import redis
+from lookback.ingest.events import Event
+from lookback.ingest.pipeline import ingest_files
+from lookback.workers.apply import drain
+from lookback.workers.log import EVENT_FIELD, compare, next_id
+from lookback.workers.sink import Backoff, RedisSink
 
-from ingest.events import Event
-from ingest.pipeline import ingest_files
 from tests.service.helpers import (
     append,
     expected_entries,
@@ -23,9 +26,6 @@ from tests.service.helpers import (
     logged_entry_ids,
     session_lines,
 )
-from workers.apply import drain
-from workers.log import EVENT_FIELD, compare, next_id
-from workers.sink import Backoff, RedisSink
 
 CWD = "/home/dev/pi-mono"
 
@@ -71,7 +71,7 @@ def test_resending_and_redraining_adds_nothing(service, tmp_path, monkeypatch) -
     project = sink.project(CWD)
     stream = service.config.log_key(project)
     # A worker that dies after its commit but before trimming the stream:
-    monkeypatch.setattr("workers.apply.trim_through", lambda *args: 0)
+    monkeypatch.setattr("lookback.workers.apply.trim_through", lambda *args: 0)
     first = drain(service.config, service.client, project)
     monkeypatch.undo()
     assert service.client.xlen(stream) == first.applied > 0

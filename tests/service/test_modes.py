@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 
-from ingest.events import Event
-from ingest.pipeline import ingest_files
+from lookback.ingest.events import Event
+from lookback.ingest.pipeline import ingest_files
+from lookback.workers.apply import drain
+from lookback.workers.log import EVENT_FIELD
+from lookback.workers.sink import RedisSink
+
 from lookback.service import service_status
 from tests.service.helpers import LARGE, REPO, append, expected_entries, indexed_entries
-from workers.apply import drain
-from workers.log import EVENT_FIELD
-from workers.sink import RedisSink
 
 EMBEDDED = """
 import sys
@@ -66,8 +67,8 @@ def test_status_shows_lag_and_set_aside_events(service, tmp_path) -> None:
     drain(service.config, service.client, project)
     pending = Event("leaf", "status-1", cwd, {"target_id": "v1:3"})
     service.client.xadd(service.config.log_key(project), {EVENT_FIELD: pending.to_json()})
-    from index.layout import list_projects
-    from index.status import project_status
+    from lookback.index.layout import list_projects
+    from lookback.index.status import project_status
 
     report = {"projects": [project_status(p) for p in list_projects(service.home)]}
     service_status(service.settings, report)

@@ -12,14 +12,15 @@ import threading
 import time
 from pathlib import Path
 
-from index.layout import project_dir
-from index.project import ProjectWriter
-from index.store import open_reader, write_meta
-from ingest.events import Event
-from ingest.pipeline import ingest_files
-from ingest.reader import read_session
+from lookback.index.layout import project_dir
+from lookback.index.project import ProjectWriter
+from lookback.index.store import open_reader, write_meta
+from lookback.ingest.events import Event
+from lookback.ingest.pipeline import ingest_files
+from lookback.ingest.reader import read_session
+from lookback.workers.sink import RedisSink
+
 from tests.service.helpers import LARGE, REPO, append, fts_hits, session_lines, wait_for
-from workers.sink import RedisSink
 
 CWD = "/work/big-project"
 ENTRIES = 100_000

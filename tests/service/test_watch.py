@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from index.project import ProjectWriter
-from index.sink import EmbeddedSink
-from ingest.watch import Watcher
+from lookback.index.project import ProjectWriter
+from lookback.index.sink import EmbeddedSink
+from lookback.ingest.watch import Watcher
+
 from tests.service.helpers import append, expected_entries, indexed_entries, session_lines
 
 CWD = "/work/watched"

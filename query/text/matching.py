@@ -28,9 +28,8 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 import regex
-
-from query.normalize import WORD_CHARS, FoldedText, find_bounded, fold
-from query.terms import QueryTerms, Term
+from lookback.query.text.normalize import WORD_CHARS, FoldedText, find_bounded, fold
+from lookback.query.text.terms import QueryTerms, Term
 
 #: A token as the index tokenizer sees it (``unicode61 tokenchars '_'``).
 _TOKEN = regex.compile(r"[\p{L}\p{N}\p{Co}_]+")

@@ -12,7 +12,7 @@ kind            examples                                                    sear
                 ``HTTP 404``, ``TypeError``, ``SIGKILL``
 ``flag``        ``--dry-run``, ``-n``                                         literal
 ``phrase``      ``"connection refused"``, “…”, «…»                            literal
-``technology``  python, sqlite, redis, docker (``query/data/technologies.txt``) folded
+``technology``  python, sqlite, redis, docker (``query/text/data/technologies.txt``) folded
 ``keyword``     any other word that is not a stopword                         folded
 ==============  ==========================================================  ==========
 
@@ -33,9 +33,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import regex
-
-from query.normalize import fold
-from query.stopwords import is_stopword, is_technology
+from lookback.query.text.normalize import fold
+from lookback.query.text.stopwords import is_stopword, is_technology
 
 #: Read at most this much of a message; later text cannot add terms.
 MAX_SCAN_CHARS = 100_000

@@ -86,13 +86,13 @@ def normalize_rows(matrix: np.ndarray) -> np.ndarray:
 
 
 def _make_hashing() -> EmbeddingPort:
-    from query.embedding_hashing import HashingEmbedder
+    from lookback.index.embedding_hashing import HashingEmbedder
 
     return HashingEmbedder()
 
 
 def _make_minilm() -> EmbeddingPort:
-    from query.embedding_minilm import MiniLMEmbedder
+    from lookback.index.embedding_minilm import MiniLMEmbedder
 
     return MiniLMEmbedder()
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from query.candidates import Row
-from query.matching import Match
-from query.terms import ERROR_KINDS, FILE_KINDS, PHRASE, SYMBOL_KINDS
+from lookback.query.search.candidates import Row
+from lookback.query.text.matching import Match
+from lookback.query.text.terms import ERROR_KINDS, FILE_KINDS, PHRASE, SYMBOL_KINDS
 
 TIERS = ("identifier", "phrase", "other")
 EXACT_IDENTIFIER, EXACT_PHRASE, FTS_MATCH = 100.0, 85.0, 60.0

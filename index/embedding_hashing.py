@@ -34,8 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import regex
-
-from query.embedding import check_texts
+from lookback.index.embedding import check_texts
 
 #: Bump when the features, weights or hash functions change.
 #: 2: entries are embedded whole up to 2,000 characters (``chunk_chars``), so a

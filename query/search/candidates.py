@@ -21,8 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import apsw
-
-from query.fts_query import build_phrase_query
+from lookback.query.text.fts_query import build_phrase_query
 
 MAX_RANGES = 64
 

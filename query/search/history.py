@@ -13,16 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import apsw
-
-from index.tree import leaf_of
-from query.candidates import Scope, fts_search, load_texts
-from query.evidence import excerpt
-from query.fts_query import build_fts_query
-from query.privacy import PrivacyPolicy
-from query.ranking import Ranked
-from query.reader import IndexReader, NotIndexed, SessionView
-from query.request import RequestError
-from query.retrieve import (
+from lookback.index.tree import leaf_of
+from lookback.query.context.evidence import excerpt
+from lookback.query.privacy.policy import PrivacyPolicy
+from lookback.query.search.candidates import Scope, fts_search, load_texts
+from lookback.query.search.ranking import Ranked
+from lookback.query.search.reader import IndexReader, NotIndexed, SessionView
+from lookback.query.search.request import RequestError
+from lookback.query.search.retrieve import (
     INELIGIBLE_WITH_TEXT,
     CachedMatcher,
     Retriever,
@@ -30,7 +28,8 @@ from query.retrieve import (
     _merge,
     verify_and_rank,
 )
-from query.terms import QueryTerms, extract_terms
+from lookback.query.text.fts_query import build_fts_query
+from lookback.query.text.terms import QueryTerms, extract_terms
 
 SCOPES = ("branch", "session", "project")
 DEFAULT_RESULTS = 20

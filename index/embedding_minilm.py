@@ -23,9 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
-from query.chunking import DEFAULT_MAX_CHARS
-from query.embedding import EmbeddingUnavailable, check_texts, normalize_rows
+from lookback.index.chunking import DEFAULT_MAX_CHARS
+from lookback.index.embedding import EmbeddingUnavailable, check_texts, normalize_rows
 
 #: Embeddings per forward batch; bounds the attention matrices' memory.
 BATCH_SIZE = 16

@@ -18,19 +18,25 @@ from dataclasses import dataclass
 from typing import Any
 
 import apsw
-
-from index.tree import PathEntry, context_entries
-from query.candidates import Row, Scope, count_fts, fts_search, literal_search, load_texts
-from query.evidence import envelope, evidence_message, excerpt
-from query.fts_query import build_fts_query
-from query.matching import Match, TermMatcher
-from query.privacy import Classification, PrivacyPolicy, classify, excluded_record
-from query.ranking import Ranked, score, sort_key, static_parts
-from query.reader import EntryCache, FoldedCache, IndexReader, NotIndexed
-from query.request import RetrievalRequest
-from query.semantic import add_semantic
-from query.terms import QueryTerms, extract_terms
-from query.tokens import estimate_tokens
+from lookback.index.tokens import estimate_tokens
+from lookback.index.tree import PathEntry, context_entries
+from lookback.query.context.evidence import envelope, evidence_message, excerpt
+from lookback.query.privacy.policy import Classification, PrivacyPolicy, classify, excluded_record
+from lookback.query.search.candidates import (
+    Row,
+    Scope,
+    count_fts,
+    fts_search,
+    literal_search,
+    load_texts,
+)
+from lookback.query.search.ranking import Ranked, score, sort_key, static_parts
+from lookback.query.search.reader import EntryCache, FoldedCache, IndexReader, NotIndexed
+from lookback.query.search.request import RetrievalRequest
+from lookback.query.semantic.hybrid import add_semantic
+from lookback.query.text.fts_query import build_fts_query
+from lookback.query.text.matching import Match, TermMatcher
+from lookback.query.text.terms import QueryTerms, extract_terms
 
 log = logging.getLogger("lookback.query")
 

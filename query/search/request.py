@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from query.messages import latest_real_user_message
+from lookback.query.context.messages import latest_real_user_message
 
 MAX_RESULTS_RANGE = (1, 100)
 DEFAULT_MAX_RESULTS = 12

@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
-
-from index.layout import ProjectDir, find_project, project_dir
-from index.store import IndexUnavailable, open_reader
-from index.tree import PathEntry, branch
-from ingest.pipeline import peek_header
-from query.normalize import FoldedText
+from lookback.index.layout import ProjectDir, find_project, project_dir
+from lookback.index.store import IndexUnavailable, open_reader
+from lookback.index.tree import PathEntry, branch
+from lookback.ingest.pipeline import peek_header
+from lookback.query.text.normalize import FoldedText
 
 BRANCH_CACHE_SIZE = 64
 HEADER_CACHE_SIZE = 1024

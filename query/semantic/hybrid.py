@@ -32,13 +32,11 @@ from typing import Any
 
 import apsw
 import numpy as np
-
-from index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
-from index.store import read_meta
-from query.candidates import _COLUMNS, Row, Scope
-from query.embedding import EmbeddingError, EmbeddingPort, get_embedder
-from query.fusion import Candidate, fuse
-from query.ranking import (
+from lookback.index.embedding import EmbeddingError, EmbeddingPort, get_embedder
+from lookback.index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
+from lookback.index.store import read_meta
+from lookback.query.search.candidates import _COLUMNS, Row, Scope
+from lookback.query.search.ranking import (
     ACTIVE_BRANCH,
     AUTHORITY,
     FTS_MATCH,
@@ -46,6 +44,7 @@ from query.ranking import (
     TOKENS_FOR_FULL_PENALTY,
     Ranked,
 )
+from lookback.query.semantic.fusion import Candidate, fuse
 
 #: Vector candidates (entries) taken per query, as a multiple of ``max_results``.
 SEMANTIC_FACTOR, SEMANTIC_FLOOR = 2, 12

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from query.messages import message_text
-from query.secrets import PRIVATE_KEY, find_secrets
+from lookback.query.context.messages import message_text
+from lookback.query.privacy.secrets import PRIVATE_KEY, find_secrets
 
 
 class Classification(enum.IntEnum):

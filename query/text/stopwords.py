@@ -1,7 +1,7 @@
 """Which words are not topic evidence: Italian and English stopwords, plus technologies.
 
 The base is the stopwords-iso collection (``stopwordsiso`` on PyPI, MIT) for English
-and Italian grammar. Our own data files in ``query/data/`` adjust it for a coding
+and Italian grammar. Our own data files in ``query/text/data/`` adjust it for a coding
 conversation:
 
 * ``stopwords_en.txt`` / ``stopwords_it.txt`` add workflow words, acknowledgements and
@@ -21,15 +21,14 @@ from functools import cache
 from importlib.resources import files
 
 import stopwordsiso
-
-from query.normalize import fold
+from lookback.query.text.normalize import fold
 
 LANGUAGES = ("en", "it")
 
 
 def read_word_list(name: str) -> frozenset[str]:
-    """Read ``query/data/<name>``: one entry per line, ``#`` comments, folded."""
-    text = files("query").joinpath("data", name).read_text(encoding="utf-8")
+    """Read ``query/text/data/<name>``: one entry per line, ``#`` comments, folded."""
+    text = files("lookback.query.text").joinpath("data", name).read_text(encoding="utf-8")
     words = set()
     for line in text.splitlines():
         entry = line.split("#", 1)[0].strip()

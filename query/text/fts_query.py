@@ -16,8 +16,7 @@ mirrors the index tokenizer ``unicode61 remove_diacritics 2 tokenchars '_'``
 from __future__ import annotations
 
 import regex
-
-from query.terms import MAX_TERMS, QueryTerms
+from lookback.query.text.terms import MAX_TERMS, QueryTerms
 
 #: A token as ``unicode61 tokenchars '_'`` cuts it (categories L*, N*, Co, plus ``_``).
 _FTS_TOKEN = regex.compile(r"[\p{L}\p{N}\p{Co}_]+")

@@ -13,8 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import regex
-
-from query.messages import EVIDENCE_FOOTER, EVIDENCE_HEADER
+from lookback.query.context.messages import EVIDENCE_FOOTER, EVIDENCE_HEADER
 
 # One definition for writing and recognizing evidence (query.messages skips it).
 HEADER, FOOTER = EVIDENCE_HEADER, EVIDENCE_FOOTER

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from query.messages import (
+from lookback.query.context.messages import (
     EVIDENCE_FOOTER,
     EVIDENCE_HEADER,
     estimate_message_tokens,
