@@ -113,11 +113,15 @@ def _pings(client: redis.Redis) -> bool:
 
 
 def test_redis_killed_and_restarted_while_producers_write(tmp_path) -> None:
+    """The outage is made observable, not hoped for: the writers append the second half
+    of their sessions only once Redis is dead, and Redis comes back only after the
+    watcher has said it cannot reach it (so the watcher certainly had to retry)."""
     own = OwnRedis(tmp_path / "redis")
     own.start()
     service = make_service(tmp_path, own.url)
     worker = service.worker(threads=2)
     watcher = None
+    outage = threading.Event()
     try:
         worker.start()
         folder = tmp_path / "sessions"
@@ -125,14 +129,14 @@ def test_redis_killed_and_restarted_while_producers_write(tmp_path) -> None:
         for path in paths:
             path.parent.mkdir(parents=True)
         watcher = start_watcher(service, folder)
-        done = threading.Event()
 
         def write(path: Path, session: str) -> None:
             lines = session_lines(session, CWD)
             for start in range(0, len(lines), 20):
+                if start >= len(lines) // 2:
+                    outage.wait(120)  # the rest is written while Redis is down
                 append(path, lines[start:start + 20])
                 time.sleep(0.02)
-            done.set()
 
         writers = [threading.Thread(target=write, args=(path, f"redis-{n}"))
                    for n, path in enumerate(paths)]
@@ -140,15 +144,18 @@ def test_redis_killed_and_restarted_while_producers_write(tmp_path) -> None:
             thread.start()
         wait_for(lambda: applied_events(service.home, CWD) > 300, 60, "events flowing")
         own.kill()  # mid-stream: producers and workers lose Redis
-        time.sleep(1.0)
+        outage.set()
+        log = tmp_path / "watch.log"
+        wait_for(lambda: "cannot reach Redis" in log.read_text(), 60,
+                 "the watcher to notice the outage")
         own.start()  # same port, same append-only file
         for thread in writers:
             thread.join()
         wait_for(lambda: indexed_entries(service.home, CWD) == expected_all(paths), 90,
                  "every entry after the Redis restart")
         assert_exact(service.home, CWD, paths)
-        assert "cannot reach Redis" in (tmp_path / "watch.log").read_text()
     finally:
+        outage.set()
         if watcher is not None:
             stop(watcher)
         worker.stop()
