@@ -111,6 +111,14 @@ def read_session(path: str, state: FileState | None = None, *,
         yield from _read_body(handle, state, pending, stats, max_line_bytes, batch_events)
 
 
+def is_rewritten(path: str, state: FileState) -> bool:
+    """True when ``path`` no longer starts with what ``state`` read: it shrank, or its
+    header or last read line changed (a rewrite, not an append)."""
+    size = os.stat(path).st_size
+    with open(path, "rb") as handle:
+        return not _prefix_unchanged(handle, state, size)
+
+
 def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: ReadStats,
                max_line_bytes: int, batch_events: int) -> Iterator[Batch]:
     cursor = _Cursor(state)

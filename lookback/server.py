@@ -22,8 +22,11 @@ tokens, every request needs ``Authorization: Bearer <token>``; a token grants a 
 of projects (folder names or cwds) or ``"*"``. A request for a project the token
 does not grant — or for one that cannot be resolved at all — gets the same 403, so it
 learns nothing about what exists. Project names only reach the filesystem through
-``index.layout.find_project``. The service writes only manifests and logs (unless
-``server.index_on_nudge`` is set, see ``/v1/nudge``).
+``index.layout.find_project``.
+
+Freshness (embedded mode): ``lookback.freshness`` indexes the session file a request
+names when it changed, before answering (bounded by ``freshness.wait_ms``), and tails
+the session folders in the background; in service mode the workers do that.
 
 Logs: one JSON line per request on logger ``lookback.server`` with counts and
 timings only — never request terms, paths, session files or evidence text.
@@ -45,13 +48,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from http import HTTPStatus
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
+from lookback import freshness
 from lookback.errors import UserError
 from lookback.index.layout import find_project, project_key
 from lookback.query.context.manifest import ManifestStore, retrieval_record
@@ -240,6 +243,10 @@ class ReaderApp:
         self.manifests = ManifestWriter(manifests or ManifestStore(settings.home, keep=keep))
         self.timeout = float(settings.get("server.request_timeout_seconds",
                                           DEFAULT_REQUEST_TIMEOUT))
+        # Embedded mode: this process keeps the sessions it is asked about fresh itself.
+        self.freshness = freshness.engine_for(settings)
+        if self.freshness is not None:
+            self.freshness.start()
         workers = int(settings.get("server.workers", DEFAULT_WORKERS))
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="lookback-call") \
             if workers > 0 else None
@@ -337,13 +344,16 @@ class ReaderApp:
     def retrieve(self, body: dict, grant: frozenset[str] | None) -> Reply:
         started = time.perf_counter()
         ref = self._authorize(body, grant)
+        fresh = freshness.refresh(self.freshness, body)
+        if fresh is not None and fresh.state == "rewrite-pending":
+            return 200, freshness.rewrite_pending_answer(fresh), {"outcome": "not-indexed"}
         watermark = self._watermark(ref) if ref is not None else None
         key = (_cache_key(body), watermark) if watermark and self.cache.size else None
         cached = self.cache.get(key) if key else None
         if cached is None:
             response = self.call(self.engine.retrieve, body, settings=self.settings,
                                  reader=self.reader)
-            encoded = encode(response)
+            encoded = encode(freshness.annotate(response, fresh))
             if key and response.get("status") in ("ok", "no-query"):
                 self.cache.put(key, (encoded, response))
         else:
@@ -367,11 +377,13 @@ class ReaderApp:
 
     def search(self, body: dict, grant: frozenset[str] | None) -> Reply:
         self._authorize(body, grant)
+        freshness.refresh(self.freshness, body)  # the live leaf is searchable too
         response = self.call(self.engine.search, body, settings=self.settings, reader=self.reader)
         return 200, response, {"results": len(response.get("results") or [])}
 
     def source(self, body: dict, grant: frozenset[str] | None) -> Reply:
         self._authorize(body, grant)
+        freshness.refresh(self.freshness, body)
         response = self.call(self.engine.source, body, settings=self.settings, reader=self.reader)
         return 200, response, {}
 
@@ -414,8 +426,9 @@ class ReaderApp:
         """Ask for ``session_file`` to be indexed now.
 
         Service mode hands it to ``lookback.service.nudge_session``. Embedded mode
-        answers ``embedded`` and writes nothing, unless ``server.index_on_nudge`` is
-        true: then that one file is indexed inline (one small append per turn).
+        queues the file for this process's freshness engine (``lookback.freshness``)
+        and answers at once: ``queued``, ``fresh`` (nothing new) or ``missing``;
+        ``embedded`` when the engine is turned off (``freshness.enabled = false``).
         """
         session_file = _text(body, "session_file")
         if not session_file or not session_file.startswith("/"):
@@ -430,13 +443,9 @@ class ReaderApp:
                 return 202, {"status": "unsupported"}, {}
             self.call(nudge_session, self.settings, session_file)
             return 202, {"status": "queued"}, {}
-        if not self.settings.get("server.index_on_nudge", False):
+        if self.freshness is None:
             return 202, {"status": "embedded"}, {}
-        report = self.call(_index_one, self.settings, Path(session_file))
-        if report.errors:
-            raise ApiError(400, "not-a-session", "session_file is not a readable Pi session")
-        return 200, {"status": "indexed", "entries": report.read.entries}, {
-            "entries": report.read.entries}
+        return 202, {"status": self.freshness.nudge(session_file)}, {}
 
     def health(self, query: dict, grant: frozenset[str] | None) -> Reply:
         report = self.call(self.engine.health, self.settings)
@@ -459,18 +468,12 @@ class ReaderApp:
         return 200, {"session_id": session_id, "entries": entries}, {"entries": len(entries)}
 
     def close(self) -> None:
+        if self.freshness is not None:
+            self.freshness.close()
         self.manifests.flush()
         self.manifests.close()
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _index_one(settings: Settings, path: Path) -> Any:
-    from lookback.index.sink import EmbeddedSink
-    from lookback.ingest.pipeline import ingest_files
-
-    with EmbeddedSink(settings.home, namespace=settings.namespace) as sink:
-        return ingest_files([path], sink, strict=True)
 
 
 def encode(payload: Any) -> bytes:
@@ -680,6 +683,8 @@ def warm_up() -> None:
 def serve_forever(server: ReaderHTTPServer) -> None:
     """Serve until interrupted, then close the app (flushing the manifest)."""
     warm_up()
+    if server.app.freshness is not None:
+        server.app.freshness.start_tailer()  # entries Pi appends get indexed unasked
     try:
         server.serve_forever()
     finally:

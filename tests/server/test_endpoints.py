@@ -119,32 +119,6 @@ def test_manifest_of_an_unknown_session_is_empty_and_needs_an_id(serve):
     assert client.get("/v1/manifest").status == 400
 
 
-def test_nudge_in_embedded_mode_writes_nothing_by_default(serve, session_file, home):
-    client = serve()
-    before = sorted(p.name for p in home.rglob("*"))
-    answer = client.post("/v1/nudge", {"session_file": str(session_file)})
-    assert answer.status == 202
-    assert answer.body == {"status": "embedded"}
-    assert sorted(p.name for p in home.rglob("*")) == before
-
-
-def test_nudge_can_index_the_session_inline(serve, session_file):
-    client = serve(server__index_on_nudge=True)
-    entry = {"type": "message", "id": "a1000008", "parentId": "a1000007",
-             "timestamp": "2025-12-08T23:04:00.000Z",
-             "message": {"role": "user", "content": [{"type": "text",
-                         "text": "remember the flag --frobnicate-widgets"}], "timestamp": 2}}
-    with open(session_file, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(entry) + "\n")
-
-    answer = client.post("/v1/nudge", {"session_file": str(session_file)})
-    assert answer.status == 200
-    assert answer.body == {"status": "indexed", "entries": 1}
-    found = client.post("/v1/search", {"text": "--frobnicate-widgets", "scope": "session",
-                                       "session_file": str(session_file)})
-    assert [r["entry_id"] for r in found.body["results"]] == ["a1000008"]
-
-
 def test_errors_are_json_objects(serve, session_file):
     client = serve()
     unknown = client.get("/v2/whatever")

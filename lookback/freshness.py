@@ -1,0 +1,375 @@
+"""Keep live sessions fresh inside the reader process (embedded mode).
+
+A Pi user starts one thing, ``lookback serve``; from then on every entry Pi appends
+must be retrievable at the next model call. In embedded mode (no Redis) the reader
+therefore indexes session files itself:
+
+- **inline:** before a retrieve, search or source request (and on a nudge) the named
+  session file's identity (inode, size, mtime) is compared with what this process
+  last indexed. When it changed, the file is queued at the front and the request
+  waits for it at most ``wait_ms`` (the freshness contract), then reads whatever is
+  committed. Only the new complete lines are read (``ingest.reader`` remembers the
+  file state); a rewrite (Pi migrating a v1/v2 file to v3 on open, or any shrink or
+  changed prefix) is detected by that same file state and re-indexed whole.
+- **tailer:** a background thread polls the configured session folders (hot files
+  every ``poll_ms``, every file every ``rescan_seconds``) and queues changed files
+  behind the inline ones, so a nudge Pi never sent (a print-mode run that ends with
+  a compaction) is recovered without any request.
+
+One indexing thread does all writing, through ``index.project.ProjectWriter`` and
+its per-project ``flock``: a busy lock (``lookback index``, ``lookback reindex``
+running) is not waited for beyond a short timeout; the file stays stale and is
+retried by the next request or poll. Writers are closed after a short idle time so
+other writers get the lock. In service mode none of this runs: producers and
+workers keep the indexes, the reader only reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lookback.index.project import ProjectWriter, WriterBusy
+from lookback.ingest.pipeline import peek_header
+from lookback.ingest.reader import Batch, FileState, NotASession, is_rewritten, read_session
+from lookback.ingest.scan import PathProblem, default_sessions_dir, session_files
+
+log = logging.getLogger("lookback.freshness")
+
+#: File identity: (inode, size, mtime in ns). Pi appends (size grows) or rewrites.
+Stamp = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class FreshnessConfig:
+    """How the reader keeps sessions fresh (section ``freshness`` of the settings)."""
+
+    enabled: bool = True
+    wait_ms: float = 200.0  # a request waits at most this long for its file
+    tail: bool = True  # poll the session folders in the background
+    poll_ms: float = 100.0  # hot files are looked at this often
+    rescan_seconds: float = 2.0  # every file (and new folders) this often
+    hot_seconds: float = 600.0  # a file is hot this long after it last changed
+    lock_timeout_seconds: float = 0.05  # how long a job waits for a busy writer lock
+    idle_close_seconds: float = 1.0  # writers are closed after this long without jobs
+
+
+@dataclass
+class Outcome:
+    """What ``ensure`` found, for the answer's diagnostics (no paths, no text)."""
+
+    state: str  # fresh | indexed | pending | rewrite-pending | busy | missing | error
+    ms: float = 0.0
+    entries: int = 0
+
+    def diagnostics(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"state": self.state, "ms": round(self.ms, 3)}
+        if self.entries:
+            found["entries"] = self.entries
+        return found
+
+    @property
+    def warning(self) -> str | None:
+        if self.state == "rewrite-pending":
+            return "session file rewritten; re-indexing it is pending, no evidence until done"
+        if self.state == "pending":
+            return "index catching up with the session file; newest entries may be missing"
+        if self.state == "busy":
+            return "another writer holds the project index; newest entries may be missing"
+        return None
+
+
+@dataclass
+class _Job:
+    path: str
+    done: threading.Event = field(default_factory=threading.Event)
+    state: str = "pending"
+    entries: int = 0
+
+
+class FreshnessEngine:
+    """Indexes named or changed session files on one background thread."""
+
+    def __init__(self, home: Path, *, namespace: str = "",
+                 config: FreshnessConfig | None = None,
+                 roots: Iterable[Path] = ()) -> None:
+        self.home = Path(home)
+        self.namespace = namespace
+        self.config = config or FreshnessConfig()
+        self.roots = [Path(root) for root in roots]
+        self._known: dict[str, Stamp] = {}  # path -> stamp indexed last
+        self._states: dict[str, FileState] = {}  # path -> file state after that
+        self._hot: dict[str, float] = {}
+        self._urgent: deque[_Job] = deque()
+        self._background: deque[_Job] = deque()
+        self._queued: dict[str, _Job] = {}
+        self._writers: dict[str, ProjectWriter] = {}
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.jobs_run = 0
+
+    # -- life cycle -----------------------------------------------------------------
+
+    def start(self) -> FreshnessEngine:
+        """Start the indexing thread (requests then wait for it at most ``wait_ms``)."""
+        if not self._threads:
+            self._spawn(self._work, "lookback-fresh")
+        return self
+
+    def start_tailer(self) -> FreshnessEngine:
+        """Also poll the session folders in the background (when configured)."""
+        self.start()
+        if self.config.tail and self.roots and len(self._threads) == 1:
+            self._spawn(self._tail, "lookback-tail")
+        return self
+
+    def _spawn(self, target: Any, name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._threads.clear()
+        self._close_writers()
+
+    # -- requests ----------------------------------------------------------------------
+
+    def ensure(self, session_file: str, wait_ms: float | None = None) -> Outcome:
+        """Index ``session_file`` if it changed since this process last did, waiting at
+        most ``wait_ms`` (default: the configured contract) for it."""
+        started = time.perf_counter()
+        path, stamp = _identity(session_file)
+        if stamp is None:
+            return Outcome("missing")
+        if self._known.get(path) == stamp:
+            return Outcome("fresh", _ms(started))
+        job = self._schedule(path, urgent=True)
+        wait = self.config.wait_ms if wait_ms is None else wait_ms
+        if not job.done.wait(max(0.0, wait - _ms(started)) / 1000):
+            state = "rewrite-pending" if self._rewritten(path) else "pending"
+            return Outcome(state, _ms(started))
+        if job.state == "busy" and self._rewritten(path):
+            return Outcome("rewrite-pending", _ms(started))
+        return Outcome(job.state, _ms(started), job.entries)
+
+    def nudge(self, session_file: str) -> str:
+        """Queue ``session_file`` without waiting; returns ``fresh``, ``queued`` or
+        ``missing``."""
+        path, stamp = _identity(session_file)
+        if stamp is None:
+            return "missing"
+        if self._known.get(path) == stamp:
+            return "fresh"
+        self._schedule(path, urgent=True)
+        return "queued"
+
+    def _rewritten(self, path: str) -> bool:
+        state = self._states.get(path)
+        if state is None:
+            return False
+        try:
+            return is_rewritten(path, state)
+        except OSError:
+            return False
+
+    # -- queue ------------------------------------------------------------------------
+
+    def _schedule(self, path: str, *, urgent: bool) -> _Job:
+        with self._cond:
+            job = self._queued.get(path)
+            if job is None:
+                job = self._queued[path] = _Job(path)
+                (self._urgent if urgent else self._background).append(job)
+            elif urgent and job in self._background:
+                self._background.remove(job)
+                self._urgent.append(job)
+            self._cond.notify()
+        if not self._threads:  # not started (one-shot use): run it here
+            self._run_queued()
+        return job
+
+    def _next(self, timeout: float) -> _Job | None:
+        with self._cond:
+            if not self._urgent and not self._background:
+                self._cond.wait(timeout)
+            queue = self._urgent or self._background
+            if not queue:
+                return None
+            job = queue.popleft()
+            del self._queued[job.path]
+            return job
+
+    def _run_queued(self) -> None:
+        while (job := self._next(0)) is not None:
+            self._run(job)
+        self._close_writers()
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            job = self._next(self.config.idle_close_seconds)
+            if job is None:
+                self._close_writers()  # idle: let `lookback index`/`reindex` have the lock
+                continue
+            self._run(job)
+
+    # -- indexing ---------------------------------------------------------------------
+
+    def _run(self, job: _Job) -> None:
+        path = job.path
+        _, stamp = _identity(path)
+        try:
+            if stamp is None:
+                job.state = "missing"
+                return
+            job.entries = self._index(path)
+            self._known[path] = stamp
+            self._hot[path] = time.monotonic()
+            job.state = "indexed"
+        except WriterBusy:
+            job.state = "busy"
+        except NotASession:
+            self._known[path] = stamp  # not a Pi session: do not look again until it changes
+            job.state = "error"
+        except Exception as error:  # one bad file never stops the others
+            log.warning('{"event": "freshness-error", "error": "%s"}', type(error).__name__)
+            self._close_writers()  # a failed transaction: start clean
+            job.state = "error"
+        finally:
+            self.jobs_run += 1
+            job.done.set()
+
+    def _index(self, path: str) -> int:
+        """Read the file's new lines into its project's index; returns entries read."""
+        _, cwd = peek_header(Path(path))
+        writer = self._writer(cwd)
+        state = writer.file_state(path)
+        if state is not None:  # known before reading, so a waiting request can tell a rewrite
+            self._states[path] = state
+        entries = 0
+        for batch in read_session(path, state):
+            writer.write(batch.events, state=batch.state)
+            entries += _entries(batch)
+            self._states[path] = batch.state
+        return entries
+
+    def _writer(self, cwd: str) -> ProjectWriter:
+        writer = self._writers.get(cwd)
+        if writer is None:
+            writer = ProjectWriter(self.home, cwd, namespace=self.namespace,
+                                   lock_timeout=self.config.lock_timeout_seconds)
+            self._writers[cwd] = writer
+        return writer
+
+    def _close_writers(self) -> None:
+        while self._writers:
+            _, writer = self._writers.popitem()
+            try:
+                writer.close()
+            except Exception:  # closing must not stop the thread
+                pass
+
+    # -- tailing ----------------------------------------------------------------------
+
+    def _tail(self) -> None:
+        last_rescan = float("-inf")
+        while not self._stop.wait(self.config.poll_ms / 1000):
+            now = time.monotonic()
+            if now - last_rescan >= self.config.rescan_seconds:
+                last_rescan = now
+                candidates = self._all_files()
+            else:
+                candidates = [p for p, at in list(self._hot.items())
+                              if now - at < self.config.hot_seconds]
+            for path in candidates:
+                _, stamp = _identity(path)
+                if stamp is not None and self._known.get(path) != stamp:
+                    self._schedule(path, urgent=False)
+
+    def _all_files(self) -> list[str]:
+        found: list[str] = []
+        for root in self.roots:
+            if not root.exists():
+                continue
+            try:
+                found.extend(str(p) for p in session_files([root]))
+            except PathProblem:
+                continue  # a folder vanished mid-walk: next rescan
+        return found
+
+
+def _identity(session_file: str) -> tuple[str, Stamp | None]:
+    path = os.path.realpath(session_file)
+    try:
+        info = os.stat(path)
+    except OSError:
+        return path, None
+    return path, (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _entries(batch: Batch) -> int:
+    return sum(1 for event in batch.events if event.kind == "entry")
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+def default_roots(settings_dirs: Iterable[str]) -> list[Path]:
+    """The folders to tail: ``sessions_dirs`` when set, else Pi's sessions folder."""
+    dirs = [Path(d).expanduser() for d in settings_dirs if d]
+    return dirs or [default_sessions_dir()]
+
+
+def engine_for(settings: Any) -> FreshnessEngine | None:
+    """The engine a reader process runs, or None (service mode, or turned off)."""
+    if settings.service_mode or not settings.get("freshness.enabled", True):
+        return None
+    defaults = FreshnessConfig()
+    config = FreshnessConfig(**{
+        name: type(getattr(defaults, name))(settings.get(f"freshness.{name}",
+                                                         getattr(defaults, name)))
+        for name in FreshnessConfig.__dataclass_fields__})
+    roots = default_roots(settings.get("sessions_dirs") or [])
+    return FreshnessEngine(settings.home, namespace=settings.namespace, config=config,
+                           roots=roots)
+
+
+def refresh(engine: FreshnessEngine | None, body: Any) -> Outcome | None:
+    """Bring the session file a request names up to date (within the contract)."""
+    session_file = body.get("session_file") if isinstance(body, dict) else None
+    if engine is None or not isinstance(session_file, str) or not session_file.startswith("/"):
+        return None
+    return engine.ensure(session_file)
+
+
+def annotate(response: dict[str, Any], outcome: Outcome | None) -> dict[str, Any]:
+    """Add the freshness outcome (and its warning) to a response's diagnostics."""
+    if outcome is None or not isinstance(response, dict):
+        return response
+    diagnostics = response.setdefault("diagnostics", {})
+    if isinstance(diagnostics, dict):
+        diagnostics["freshness"] = outcome.diagnostics()
+        if outcome.warning:
+            diagnostics.setdefault("warnings", []).append(outcome.warning)
+    return response
+
+
+def rewrite_pending_answer(outcome: Outcome) -> dict[str, Any]:
+    """The retrieve answer while a rewritten file is being re-indexed: no evidence, since
+    every indexed id may be one the client no longer has."""
+    return annotate({"status": "not-indexed", "query": {}, "evidence": [],
+                     "retrieved_event_ids": [], "excluded": [],
+                     "diagnostics": {"warnings": []}}, outcome)

@@ -1,0 +1,208 @@
+"""The reader keeps live sessions fresh itself (embedded mode, ``lookback.freshness``).
+
+Real session files, real indexes, no manual indexing after the start: what Pi appends
+is retrievable at the next request; a file Pi rewrites (v1 -> v3, new ids) is
+re-indexed before the answer, which then names only ids of the current file; while a
+rewrite cannot be indexed yet, the answer carries no evidence and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from lookback.index.project import ProjectWriter
+
+from lookback import api
+from lookback.freshness import FreshnessConfig, FreshnessEngine, engine_for
+from lookback.server import ReaderApp
+
+from .conftest import FIXTURE, PROMPT, settings_for, write_session
+
+NEW_TEXT = "remember the flag --frobnicate-widgets for the build"
+
+
+def entry_line(entry_id: str, parent: str, text: str, role: str = "user") -> str:
+    return json.dumps({"type": "message", "id": entry_id, "parentId": parent,
+                       "timestamp": "2025-12-08T23:04:00.000Z",
+                       "message": {"role": role, "content": [{"type": "text", "text": text}],
+                                   "timestamp": 2}}) + "\n"
+
+
+def post(app: ReaderApp, path: str, body: dict) -> tuple[int, dict]:
+    status, payload, _ = app.handle("POST", path, None, json.dumps(body).encode())
+    return status, payload if isinstance(payload, dict) else json.loads(payload)
+
+
+@pytest.fixture
+def live_app(home: Path) -> Iterator[ReaderApp]:
+    """A reader over an empty home: nothing was indexed before it started."""
+    app = ReaderApp(settings_for(home, freshness__wait_ms=5000))
+    yield app
+    app.close()
+
+
+def test_an_appended_entry_is_retrievable_at_the_next_request(app, session_file):
+    with open(session_file, "a", encoding="utf-8") as handle:
+        handle.write(entry_line("a1000008", "a1000007", NEW_TEXT))
+        handle.write(entry_line("a1000009", "a1000008", "ok", role="assistant"))
+    status, answer = post(app, "/v1/retrieve", {
+        "session_file": str(session_file), "leaf_id": "a1000009",
+        "context_ids": ["a1000009"],  # as if Pi had compacted the flag away already
+        "message": "which flag was it, --frobnicate-widgets?"})
+    assert status == 200
+    assert answer["status"] == "ok"
+    assert [e["entry_id"] for e in answer["evidence"]] == ["a1000008"]
+    assert answer["diagnostics"]["freshness"]["state"] == "indexed"
+    assert answer["diagnostics"]["freshness"]["entries"] == 2
+
+
+def test_a_session_never_indexed_is_indexed_by_its_first_request(live_app, tmp_path,
+                                                                 project_cwd):
+    session = write_session(tmp_path / "sessions", project_cwd)
+    status, answer = post(live_app, "/v1/retrieve",
+                          {"session_file": str(session), "message": PROMPT})
+    assert status == 200 and answer["status"] == "ok"
+    assert {e["entry_id"] for e in answer["evidence"]} == {"a1000001", "a1000002"}
+    again = post(live_app, "/v1/retrieve", {"session_file": str(session),
+                                            "message": "and `AppMessage` itself?"})[1]
+    assert again["diagnostics"]["freshness"]["state"] == "fresh"
+
+
+def test_a_session_file_pi_has_not_written_yet_answers_quietly(live_app, tmp_path):
+    missing = tmp_path / "sessions" / "not-yet.jsonl"
+    status, answer = post(live_app, "/v1/retrieve",
+                          {"session_file": str(missing), "message": PROMPT})
+    assert status == 200
+    assert answer["status"] == "not-indexed"
+    assert post(live_app, "/v1/nudge", {"session_file": str(missing)}) == (
+        202, {"status": "missing"})
+
+
+def v1_lines(cwd: Path) -> list[str]:
+    """The compacted fixture as Pi's v1 format: no version, no ids (positions are ids)."""
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines()
+    header = {**json.loads(lines[0]), "cwd": str(cwd)}
+    del header["version"]
+    body = []
+    for line in lines[1:]:
+        entry = json.loads(line)
+        entry.pop("id"), entry.pop("parentId")
+        if entry["type"] == "compaction":
+            entry.pop("firstKeptEntryId")
+            entry["firstKeptEntryIndex"] = 3  # counts the header, as Pi's does
+        body.append(json.dumps(entry))
+    return [json.dumps(header), *body]
+
+
+def migrate_like_pi(v1: list[str]) -> tuple[list[str], list[str]]:
+    """What Pi 0.73.1 does on open: version 3, a fresh random id per entry, parents
+    chained, the compaction's index turned into the kept entry's new id."""
+    header = {**json.loads(v1[0]), "version": 3}
+    ids = [uuid.uuid4().hex[:8] for _ in v1[1:]]
+    out, parent = [json.dumps(header)], None
+    for entry_id, line in zip(ids, v1[1:], strict=True):
+        entry = {**json.loads(line), "id": entry_id, "parentId": parent}
+        if entry["type"] == "compaction":
+            entry["firstKeptEntryId"] = ids[entry.pop("firstKeptEntryIndex") - 1]
+        out.append(json.dumps(entry))
+        parent = entry_id
+    return out, ids
+
+
+def test_a_rewritten_session_is_answered_with_the_current_files_ids(live_app, tmp_path,
+                                                                     project_cwd):
+    session = tmp_path / "sessions" / "old.jsonl"
+    session.parent.mkdir()
+    v1 = v1_lines(project_cwd)
+    session.write_text("\n".join(v1) + "\n", encoding="utf-8")
+    first = post(live_app, "/v1/retrieve", {"session_file": str(session), "message": PROMPT})[1]
+    assert first["status"] == "ok"
+    assert {e["entry_id"] for e in first["evidence"]} == {"v1:1", "v1:2"}
+
+    v3, ids = migrate_like_pi(v1)
+    session.write_text("\n".join(v3) + "\n", encoding="utf-8")  # in place, as Pi does
+    answer = post(live_app, "/v1/retrieve", {
+        "session_file": str(session), "message": PROMPT, "leaf_id": ids[-1],
+        "branch_ids": ids, "context_ids": ids[2:]})[1]
+    assert answer["status"] == "ok"
+    assert {e["entry_id"] for e in answer["evidence"]} == {ids[0], ids[1]}
+    assert answer["diagnostics"]["freshness"]["state"] == "indexed"
+
+
+def test_while_a_rewrite_cannot_be_indexed_the_answer_has_no_old_ids(home, tmp_path,
+                                                                      project_cwd):
+    app = ReaderApp(settings_for(home, freshness__wait_ms=300))
+    try:
+        session = tmp_path / "sessions" / "old.jsonl"
+        session.parent.mkdir()
+        v1 = v1_lines(project_cwd)
+        session.write_text("\n".join(v1) + "\n", encoding="utf-8")
+        assert post(app, "/v1/retrieve",
+                    {"session_file": str(session), "message": PROMPT})[1]["evidence"]
+        v3, ids = migrate_like_pi(v1)
+        session.write_text("\n".join(v3) + "\n", encoding="utf-8")
+        with ProjectWriter(home, str(project_cwd)):  # `lookback index` holds the lock
+            answer = post(app, "/v1/retrieve", {"session_file": str(session),
+                                                "message": PROMPT, "branch_ids": ids})[1]
+        assert answer["status"] == "not-indexed"
+        assert answer["evidence"] == []
+        assert answer["diagnostics"]["freshness"]["state"] == "rewrite-pending"
+        assert any("rewritten" in w for w in answer["diagnostics"]["warnings"])
+        after = post(app, "/v1/retrieve", {"session_file": str(session), "message": PROMPT,
+                                           "branch_ids": ids, "context_ids": ids[2:]})[1]
+        assert {e["entry_id"] for e in after["evidence"]} == {ids[0], ids[1]}
+    finally:
+        app.close()
+
+
+def wait_until_found(home: Path, session: Path, text: str, timeout: float = 20) -> list[str]:
+    """Entry ids an in-process search (which never indexes) finds, once it finds any."""
+    settings = settings_for(home)
+    limit = time.monotonic() + timeout
+    while True:
+        found = api.search({"text": text, "scope": "session", "session_file": str(session)},
+                           settings=settings)
+        ids = [r["entry_id"] for r in found.get("results", [])]
+        if ids or time.monotonic() > limit:
+            return ids
+        time.sleep(0.05)
+
+
+def test_a_nudge_indexes_in_the_background(app, home, session_file):
+    with open(session_file, "a", encoding="utf-8") as handle:
+        handle.write(entry_line("a1000008", "a1000007", NEW_TEXT))
+    status, answer = post(app, "/v1/nudge", {"session_file": str(session_file)})
+    assert (status, answer) == (202, {"status": "queued"})
+    assert wait_until_found(home, session_file, "--frobnicate-widgets") == ["a1000008"]
+
+
+def test_the_tailer_indexes_what_pi_appends_without_any_request(home, tmp_path, project_cwd):
+    sessions = tmp_path / "sessions"
+    session = write_session(sessions, project_cwd)
+    config = FreshnessConfig(poll_ms=20, rescan_seconds=0.2)
+    engine = FreshnessEngine(home, config=config, roots=[sessions]).start_tailer()
+    try:
+        assert wait_until_found(home, session, "AppMessage") != []
+        with open(session, "a", encoding="utf-8") as handle:
+            handle.write(entry_line("a1000008", "a1000007", NEW_TEXT))
+        assert wait_until_found(home, session, "--frobnicate-widgets") == ["a1000008"]
+    finally:
+        engine.close()
+
+
+def test_turned_off_or_in_service_mode_the_reader_writes_nothing(home, session_file):
+    app = ReaderApp(settings_for(home, freshness__enabled=False))
+    try:
+        before = sorted(p.name for p in home.rglob("*"))
+        assert post(app, "/v1/nudge", {"session_file": str(session_file)}) == (
+            202, {"status": "embedded"})
+        assert sorted(p.name for p in home.rglob("*")) == before
+    finally:
+        app.close()
+    assert engine_for(settings_for(home, redis_url="redis://127.0.0.1:6379/15")) is None
+
