@@ -21,8 +21,10 @@ from lookback.ingest import jsonio
 from lookback.ingest.entries import normalize_entry
 from lookback.ingest.events import Event
 
+from lookback.settings import DEFAULTS
+
 #: Lines longer than this are skipped (and counted); Pi never writes one in practice.
-DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_LINE_BYTES = DEFAULTS.max_line_bytes
 
 #: Events handed to the sink per batch; the file state advances with each batch.
 DEFAULT_BATCH_EVENTS = 2000

@@ -39,10 +39,10 @@ def retrieve(request: dict[str, Any], *, settings: Settings | None = None,
              reader: IndexReader | None = None) -> dict[str, Any]:
     """Evidence for the latest real user message of ``request`` (see DESIGN.md)."""
     settings = settings or load_settings()
-    parsed = parse_request(request, settings.section("retrieval"))
+    parsed = parse_request(request, settings.retrieval.as_dict())
     reader = reader or default_reader(settings)
-    policy = PrivacyPolicy.from_settings({"privacy": settings.section("privacy")})
-    embedder = str(settings.section("retrieval").get("embedder") or "hashing")
+    policy = PrivacyPolicy.from_settings({"privacy": settings.privacy.as_dict()})
+    embedder = settings.retrieval.embedder
     return Retriever(reader, policy, embedder=embedder).retrieve(parsed)
 
 

@@ -8,12 +8,13 @@ Each subcommand lives in its own module under ``lookback.commands`` with a
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
 from collections.abc import Sequence
 
-from lookback.errors import UserError, describe
+from lookback.errors import LookbackError, UserError
 
 COMMANDS = ("index", "status", "reindex", "retrieve", "search", "serve", "watch", "worker",
             "context")
@@ -63,7 +64,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
-__all__ = ["UserError", "build_parser", "main"]
+def describe(error: BaseException) -> tuple[str | None, int]:
+    """(message, exit code) for an error a user can cause; (None, 1) for a bug."""
+    if isinstance(error, LookbackError):
+        return str(error), error.exit_code
+    import apsw
+
+    from lookback.index.layout import ProjectNotFound
+    from lookback.index.project import WriterBusy
+    from lookback.index.store import IncompatibleIndex, IndexUnavailable
+    from lookback.ingest.reader import NotASession
+    from lookback.ingest.scan import PathProblem
+
+    if isinstance(error, PathProblem | NotASession | ProjectNotFound):
+        return str(error), 2
+    if isinstance(error, WriterBusy | IncompatibleIndex | IndexUnavailable):
+        return str(error), 1
+    if isinstance(error, apsw.FullError):
+        return "the disk is full; the index is unchanged since its last complete batch", 1
+    if isinstance(error, apsw.ReadOnlyError | apsw.CantOpenError | apsw.PermissionsError):
+        return f"cannot write the index ({error.__class__.__name__}): check permissions", 1
+    if isinstance(error, apsw.BusyError):
+        return "the index is busy (another writer); try again", 1
+    if isinstance(error, OSError):
+        if error.errno == errno.ENOSPC:
+            return "the disk is full; the index is unchanged since its last complete batch", 1
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror or error}", 1
+    return None, 1
+
+
+__all__ = ["UserError", "build_parser", "describe", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,48 +1,40 @@
-"""Errors a user can cause, and the one-line message and exit code each gets."""
+"""The one error hierarchy: what went wrong, as an exit code, an HTTP status and a code.
+
+Every error Lookback raises on purpose derives from ``LookbackError``; the CLI and
+the HTTP reader map an error by its class attributes, never by its name. This
+module is the bottom layer (it imports nothing from the project), so every stage
+can raise these.
+"""
 
 from __future__ import annotations
 
-import errno
 
-import apsw
+class LookbackError(Exception):
+    """Base of every error Lookback raises on purpose.
 
-from lookback.index.layout import ProjectNotFound
-from lookback.index.project import WriterBusy
-from lookback.index.store import IncompatibleIndex, IndexUnavailable
-from lookback.ingest.reader import NotASession
-from lookback.ingest.scan import PathProblem
-from lookback.settings import SettingsError
+    ``exit_code`` is what the ``lookback`` command exits with, ``http_status`` and
+    ``code`` what the reader service answers with.
+    """
 
+    exit_code = 1
+    http_status = 500
+    code = "internal"
 
-class UserError(Exception):
-    """A problem with the user's input; ``code`` is the exit code (2 by default)."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
+    def __init__(self, message: str = "", exit_code: int | None = None) -> None:
         super().__init__(message)
-        self.code = code
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
-_BAD_INPUT = (UserError, SettingsError, PathProblem, NotASession, ProjectNotFound)
-_JOB_FAILED = (WriterBusy, IncompatibleIndex, IndexUnavailable)
+class UserError(LookbackError):
+    """A problem with the user's input: flags, paths, a request, settings."""
+
+    exit_code = 2
+    http_status = 400
+    code = "bad-request"
 
 
-def describe(error: BaseException) -> tuple[str | None, int]:
-    """(message, exit code) for an error a user can cause; (None, 1) for a bug."""
-    if isinstance(error, UserError):
-        return str(error), error.code
-    if isinstance(error, _BAD_INPUT):
-        return str(error), 2
-    if isinstance(error, _JOB_FAILED):
-        return str(error), 1
-    if isinstance(error, apsw.FullError):
-        return "the disk is full; the index is unchanged since its last complete batch", 1
-    if isinstance(error, apsw.ReadOnlyError | apsw.CantOpenError | apsw.PermissionsError):
-        return f"cannot write the index ({error.__class__.__name__}): check permissions", 1
-    if isinstance(error, apsw.BusyError):
-        return "the index is busy (another writer); try again", 1
-    if isinstance(error, OSError):
-        if error.errno == errno.ENOSPC:
-            return "the disk is full; the index is unchanged since its last complete batch", 1
-        where = f"{error.filename}: " if error.filename else ""
-        return f"{where}{error.strerror or error}", 1
-    return None, 1
+class SettingsError(UserError):
+    """A settings file or variable that cannot be used."""
+
+    code = "bad-settings"

@@ -40,6 +40,7 @@ from lookback.index.project import ProjectWriter, WriterBusy
 from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import Batch, FileState, NotASession, is_rewritten, read_session
 from lookback.ingest.scan import PathProblem, default_sessions_dir, session_files
+from lookback.settings import Freshness
 
 log = logging.getLogger("lookback.freshness")
 
@@ -47,18 +48,9 @@ log = logging.getLogger("lookback.freshness")
 Stamp = tuple[int, int, int]
 
 
-@dataclass(frozen=True)
-class FreshnessConfig:
-    """How the reader keeps sessions fresh (section ``freshness`` of the settings)."""
-
-    enabled: bool = True
-    wait_ms: float = 200.0  # a request waits at most this long for its file
-    tail: bool = True  # poll the session folders in the background
-    poll_ms: float = 100.0  # hot files are looked at this often
-    rescan_seconds: float = 2.0  # every file (and new folders) this often
-    hot_seconds: float = 600.0  # a file is hot this long after it last changed
-    lock_timeout_seconds: float = 0.05  # how long a job waits for a busy writer lock
-    idle_close_seconds: float = 1.0  # writers are closed after this long without jobs
+#: How the reader keeps sessions fresh: the ``freshness`` settings section (its fields
+#: and defaults are declared in lookback/settings.py).
+FreshnessConfig = Freshness
 
 
 @dataclass
@@ -335,16 +327,10 @@ def default_roots(settings_dirs: Iterable[str]) -> list[Path]:
 
 def engine_for(settings: Any) -> FreshnessEngine | None:
     """The engine a reader process runs, or None (service mode, or turned off)."""
-    if settings.service_mode or not settings.get("freshness.enabled", True):
+    if settings.service_mode or not settings.freshness.enabled:
         return None
-    defaults = FreshnessConfig()
-    config = FreshnessConfig(**{
-        name: type(getattr(defaults, name))(settings.get(f"freshness.{name}",
-                                                         getattr(defaults, name)))
-        for name in FreshnessConfig.__dataclass_fields__})
-    roots = default_roots(settings.get("sessions_dirs") or [])
-    return FreshnessEngine(settings.home, namespace=settings.namespace, config=config,
-                           roots=roots)
+    return FreshnessEngine(settings.home, namespace=settings.namespace,
+                           config=settings.freshness, roots=default_roots(settings.sessions_dirs))
 
 
 def refresh(engine: FreshnessEngine | None, body: Any) -> Outcome | None:

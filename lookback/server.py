@@ -62,10 +62,6 @@ from lookback.settings import Settings
 
 log = logging.getLogger("lookback.server")
 
-DEFAULT_REQUEST_TIMEOUT = 10.0
-DEFAULT_CACHE_ENTRIES = 512
-DEFAULT_WORKERS = 4
-
 Reply = tuple[int, Any, dict[str, Any]]
 
 
@@ -237,17 +233,16 @@ class ReaderApp:
         self.settings = settings
         self.engine = engine
         self.reader = reader
-        self.grants = Grants(settings.get("server.tokens"), settings.namespace)
-        self.cache = AnswerCache(settings.get("server.cache_entries", DEFAULT_CACHE_ENTRIES))
-        keep = settings.get("manifest.keep_per_session", 50)
+        self.grants = Grants(settings.server.tokens, settings.namespace)
+        self.cache = AnswerCache(settings.server.cache_entries)
+        keep = settings.manifest.keep_per_session
         self.manifests = ManifestWriter(manifests or ManifestStore(settings.home, keep=keep))
-        self.timeout = float(settings.get("server.request_timeout_seconds",
-                                          DEFAULT_REQUEST_TIMEOUT))
+        self.timeout = settings.server.request_timeout_seconds
         # Embedded mode: this process keeps the sessions it is asked about fresh itself.
         self.freshness = freshness.engine_for(settings)
         if self.freshness is not None:
             self.freshness.start()
-        workers = int(settings.get("server.workers", DEFAULT_WORKERS))
+        workers = settings.server.workers
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="lookback-call") \
             if workers > 0 else None
         self.routes: dict[tuple[str, str], Callable[..., Reply]] = {
@@ -394,7 +389,7 @@ class ReaderApp:
         if not isinstance(messages, list) or not isinstance(evidence, list):
             raise ApiError(400, "invalid-request", "messages and evidence must be lists")
         budget = body.get("max_retrieved_history_tokens",
-                          self.settings.get("retrieval.max_retrieved_history_tokens", 16000))
+                          self.settings.retrieval.max_retrieved_history_tokens)
         try:
             result = plan(messages, evidence, max_retrieved_history_tokens=budget,
                           input_target_tokens=body.get("input_target_tokens"),
@@ -540,7 +535,7 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.app = app
-        self.max_request_bytes = int(app.settings.get("server.max_request_bytes", 4_000_000))
+        self.max_request_bytes = app.settings.server.max_request_bytes
         # ``timeout`` on a StreamRequestHandler is the socket timeout: idle keep-alive
         # connections and slow clients are dropped after it.
         handler = type("Handler", (_Handler,), {"timeout": app.timeout})
@@ -656,9 +651,9 @@ class _Handler(socketserver.StreamRequestHandler):
 def make_server(settings: Settings, host: str | None = None, port: int | None = None,
                 *, app: ReaderApp | None = None) -> ReaderHTTPServer:
     """A ready (not yet serving) HTTP server; refuses unsafe bindings."""
-    host = host or str(settings.get("server.host", "127.0.0.1"))
-    port = int(settings.get("server.port", 8765) if port is None else port)
-    check_binding(host, app.grants if app else Grants(settings.get("server.tokens"),
+    host = host or settings.server.host
+    port = settings.server.port if port is None else int(port)
+    check_binding(host, app.grants if app else Grants(settings.server.tokens,
                                                       settings.namespace))
     app = app or ReaderApp(settings)
     try:

@@ -1,96 +1,187 @@
 """Settings: defaults, then a TOML file, then ``LOOKBACK_*`` variables, then flags.
 
-The file is ``$LOOKBACK_CONFIG`` if set, else ``config.toml`` in the data directory
-(``$LOOKBACK_HOME``, default the platform data dir). Every setting has a variable:
-``LOOKBACK_<KEY>`` for a top-level key and ``LOOKBACK_<SECTION>__<KEY>`` inside a
-section (``LOOKBACK_RETRIEVAL__MAX_RESULTS=5``). Values are read as JSON when they
-parse (numbers, booleans, lists) and as text otherwise.
+Every setting, its type and its default is declared once, below, as a typed
+section (``msgspec`` structs: frozen, unknown keys refused). The file is
+``$LOOKBACK_CONFIG`` if set, else ``config.toml`` in the data directory
+(``$LOOKBACK_HOME``, default the platform data dir). Every setting has a
+variable: ``LOOKBACK_<KEY>`` for a top-level key and ``LOOKBACK_<SECTION>__<KEY>``
+inside a section (``LOOKBACK_RETRIEVAL__MAX_RESULTS=5``). A variable's text is
+read as the setting's type: numbers and booleans (``true``/``false``/``1``/``0``)
+as such, tables and lists as JSON (a list also as comma-separated names),
+``LOOKBACK_SESSIONS_DIR`` as ``:``-separated paths.
+
+A key no section declares is an error naming the key and where it came from: a
+typo must not silently fall back to a default. The Pi extension's and
+compose's own variables (``LOOKBACK_URL``, ``LOOKBACK_TOKEN``, ...) share the
+prefix but are not settings; they are listed in ``FOREIGN_VARIABLES`` and ignored.
+
+This module is the bottom layer: it imports nothing else from the project, so
+every stage may read its section.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
+import msgspec
 import platformdirs
+
+from lookback.errors import SettingsError
 
 PREFIX = "LOOKBACK_"
 
-DEFAULTS: dict[str, Any] = {
-    "home": None,  # filled from platformdirs
-    "sessions_dirs": [],  # empty: Pi's default sessions folder
-    "redis_url": None,  # set: service mode
-    "namespace": "",  # keeps projects of different hosts/teams apart in one Redis
-    "max_line_bytes": 16 * 1024 * 1024,
-    "retrieval": {
-        "max_results": 12,
-        "max_retrieved_history_tokens": 16000,
-        "semantic": False,
-        "embedder": "hashing",
-    },
-    "privacy": {
-        "default_max": "internal",
-        "local_providers": ["ollama", "llama.cpp", "lmstudio", "local"],
-        "providers": {},
-    },
-    "server": {"host": "127.0.0.1", "port": 8765, "tokens": {}, "max_request_bytes": 4_000_000},
-    "workers": {"processes": 1, "threads": 2, "reindex_on_start": False},
-}
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 
 
-class SettingsError(ValueError):
-    """A settings file or variable that cannot be used."""
+class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One table of the settings file; a key it does not declare is refused."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The section as plain values (lists, dicts), for code that takes a mapping."""
+        return msgspec.to_builtins(self)
 
 
-@dataclass(frozen=True)
-class Settings:
-    values: dict[str, Any]
+class Retrieval(Section):
+    max_results: Annotated[int, msgspec.Meta(ge=1, le=100)] = 12
+    max_retrieved_history_tokens: Positive = 16000
+    semantic: bool = False
+    embedder: str = "hashing"
 
-    @property
-    def home(self) -> Path:
-        return Path(self.values["home"]).expanduser()
 
-    @property
-    def redis_url(self) -> str | None:
-        return self.values.get("redis_url") or None
+class Privacy(Section):
+    default_max: str = "internal"
+    local_providers: tuple[str, ...] = ("ollama", "llama.cpp", "lmstudio", "local")
+    providers: dict[str, str] = {}
 
-    @property
-    def namespace(self) -> str:
-        return str(self.values.get("namespace") or "")
+
+class Server(Section):
+    host: str = "127.0.0.1"
+    port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8765
+    #: bearer token -> list of projects (names or cwds), or "*" for all
+    tokens: dict[str, str | list[str]] = {}
+    max_request_bytes: Positive = 4_000_000
+    cache_entries: Annotated[int, msgspec.Meta(ge=0)] = 512
+    request_timeout_seconds: PositiveFloat = 10.0
+    #: threads answering calls; 0 answers on the connection's own thread
+    workers: Annotated[int, msgspec.Meta(ge=0)] = 4
+
+
+class Freshness(Section):
+    """How an embedded reader keeps the sessions it is asked about fresh itself."""
+
+    enabled: bool = True
+    wait_ms: NonNegative = 200.0  # a request waits at most this long for its file
+    tail: bool = True  # poll the session folders in the background
+    poll_ms: PositiveFloat = 100.0  # hot files are looked at this often
+    rescan_seconds: PositiveFloat = 2.0  # every file (and new folders) this often
+    hot_seconds: NonNegative = 600.0  # a file is hot this long after it last changed
+    lock_timeout_seconds: NonNegative = 0.05  # how long a job waits for a busy writer lock
+    idle_close_seconds: NonNegative = 1.0  # writers are closed after this long without jobs
+
+
+class Manifest(Section):
+    keep_per_session: Positive = 50
+
+
+class Workers(Section):
+    processes: Positive = 1
+    threads: Positive = 2
+    key_prefix: str = "lookback:"
+    reindex_on_start: bool = False
+    embed: bool = False
+    batch_events: Positive = 1000
+    batch_bytes: Positive = 8 * 1024 * 1024
+    drain_seconds: PositiveFloat = 5.0
+    max_failures: Positive = 3
+    lock_timeout: PositiveFloat = 30.0
+    sweep_seconds: PositiveFloat = 5.0
+
+
+class Settings(Section):
+    """Every setting, typed; ``load_settings`` builds one, ``Settings()`` is the defaults."""
+
+    #: where the project indexes live; unset: the platform data dir
+    home: Path = Path(platformdirs.user_data_dir("lookback"))
+    #: what ``lookback index``/``watch`` read; empty: Pi's sessions folder
+    sessions_dirs: tuple[str, ...] = ()
+    #: set: service mode
+    redis_url: str | None = None
+    #: keeps same-path projects of different hosts/teams apart in one Redis
+    namespace: str = ""
+    max_line_bytes: Positive = 16 * 1024 * 1024
+    retrieval: Retrieval = Retrieval()
+    privacy: Privacy = Privacy()
+    server: Server = Server()
+    freshness: Freshness = Freshness()
+    manifest: Manifest = Manifest()
+    workers: Workers = Workers()
 
     @property
     def service_mode(self) -> bool:
-        return self.redis_url is not None
-
-    def section(self, name: str) -> dict[str, Any]:
-        value = self.values.get(name)
-        return value if isinstance(value, dict) else {}
-
-    def get(self, dotted: str, default: Any = None) -> Any:
-        node: Any = self.values
-        for part in dotted.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return default
-            node = node[part]
-        return node
+        return bool(self.redis_url)
 
 
-def load_settings(overrides: dict[str, Any] | None = None,
-                  environ: dict[str, str] | None = None) -> Settings:
+#: The defaults, for code that needs one default without loading anything.
+DEFAULTS = Settings()
+
+#: Variables with the prefix that are not settings: the Pi extension's
+#: (integrations/pi) and compose.yaml's own, and the test suite's.
+FOREIGN_VARIABLES = frozenset({
+    "LOOKBACK_CONFIG", "LOOKBACK_URL", "LOOKBACK_TOKEN", "LOOKBACK_TIMEOUT_MS",
+    "LOOKBACK_MAX_RESULTS", "LOOKBACK_MAX_HISTORY_TOKENS", "LOOKBACK_HISTORY_TOOL",
+    "LOOKBACK_DISABLED", "LOOKBACK_DEBUG", "LOOKBACK_WORKERS", "LOOKBACK_THREADS",
+    "LOOKBACK_PORT",
+})
+FOREIGN_PREFIXES = ("LOOKBACK_TEST_",)
+
+#: Settings whose variable is not the generic name.
+VARIABLE_NAMES = {"sessions_dirs": "LOOKBACK_SESSIONS_DIR"}
+
+
+def load_settings(overrides: Mapping[str, Any] | None = None,
+                  environ: Mapping[str, str] | None = None) -> Settings:
     """Merge defaults, the TOML file, the environment and ``overrides`` (flags)."""
-    environ = dict(os.environ) if environ is None else environ
-    values = copy.deepcopy(DEFAULTS)
-    values["home"] = environ.get(PREFIX + "HOME") or platformdirs.user_data_dir("lookback")
-    config = environ.get(PREFIX + "CONFIG") or str(Path(values["home"]) / "config.toml")
-    _merge(values, _read_toml(Path(config).expanduser(), explicit=PREFIX + "CONFIG" in environ))
-    _merge(values, _from_environment(environ))
-    _merge(values, {k: v for k, v in (overrides or {}).items() if v is not None})
-    return Settings(values)
+    environ = os.environ if environ is None else environ
+    home = environ.get(PREFIX + "HOME") or str(DEFAULTS.home)
+    config = environ.get(PREFIX + "CONFIG") or str(Path(home) / "config.toml")
+    path = Path(config).expanduser()
+    values: dict[str, Any] = {}
+    layers = [
+        (f"settings file {path}",
+         _read_toml(path, explicit=PREFIX + "CONFIG" in environ)),
+        ("the environment", _from_environment(environ)),
+        ("the command line", {k: v for k, v in (overrides or {}).items() if v is not None}),
+    ]
+    for origin, layer in layers:
+        _check_keys(layer, Settings, origin, ())
+        _merge(values, layer)
+    try:
+        return msgspec.convert(values, Settings, strict=False, dec_hook=_decode)
+    except msgspec.ValidationError as error:
+        raise SettingsError(_explain(str(error))) from None
+
+
+def reference() -> list[tuple[str, str, str]]:
+    """(dotted key, variable, default as TOML-ish text) of every setting, in order.
+
+    README's configuration table lists exactly these (tests/test_docs.py).
+    """
+    return [(key, variable_name(key), _render(value)) for key, value in _leaves(DEFAULTS, ())]
+
+
+def variable_name(dotted: str) -> str:
+    """The environment variable that sets ``dotted`` (``retrieval.semantic``)."""
+    return VARIABLE_NAMES.get(dotted) or PREFIX + dotted.upper().replace(".", "__")
+
+
+# Reading the sources -----------------------------------------------------------
 
 
 def _read_toml(path: Path, *, explicit: bool) -> dict[str, Any]:
@@ -107,31 +198,111 @@ def _read_toml(path: Path, *, explicit: bool) -> dict[str, Any]:
         raise SettingsError(f"settings file {path}: {error.strerror}") from None
 
 
-def _from_environment(environ: dict[str, str]) -> dict[str, Any]:
+def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    by_variable = {variable_name(key): key for key, _ in _leaves(DEFAULTS, ())}
     found: dict[str, Any] = {}
     for name, raw in environ.items():
-        if not name.startswith(PREFIX) or name in (PREFIX + "CONFIG",):
+        if not name.startswith(PREFIX) or name in FOREIGN_VARIABLES \
+                or name.startswith(FOREIGN_PREFIXES):
             continue
-        path = name[len(PREFIX):].lower().split("__")
+        dotted = by_variable.get(name)
+        if dotted is None:
+            raise SettingsError(f"{name} is not a Lookback setting (a typo?); settings are "
+                                f"LOOKBACK_<KEY> or LOOKBACK_<SECTION>__<KEY>, e.g. "
+                                f"LOOKBACK_RETRIEVAL__MAX_RESULTS; see README's table")
+        *sections, key = dotted.split(".")
         node = found
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = _parse_value(raw)
-    if isinstance(found.get("sessions_dir"), str):
-        found["sessions_dirs"] = found.pop("sessions_dir").split(os.pathsep)
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[key] = _parse_variable(name, raw, _field_type(dotted))
     return found
 
 
-def _parse_value(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
+def _parse_variable(name: str, raw: str, kind: Any) -> Any:
+    """A variable's text as the setting's type (msgspec converts numbers and booleans)."""
+    origin = get_origin(kind) or kind
+    if name == VARIABLE_NAMES["sessions_dirs"]:
+        return [part for part in raw.split(os.pathsep) if part]
+    if origin in (dict, tuple, list):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            if origin is dict:
+                raise SettingsError(f"{name} must be a JSON object, e.g. "
+                                    "'{\"name\": \"value\"}'") from None
+            return [part.strip() for part in raw.split(",") if part.strip()]
+    return raw
 
 
-def _merge(target: dict[str, Any], source: dict[str, Any]) -> None:
+def _merge(target: dict[str, Any], source: Mapping[str, Any]) -> None:
     for key, value in source.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict):
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
             _merge(target[key], value)
         else:
-            target[key] = value
+            target[key] = dict(value) if isinstance(value, Mapping) else value
+
+
+# Checking ---------------------------------------------------------------------
+
+
+def _check_keys(values: Mapping[str, Any], struct: type[Section], origin: str,
+                path: tuple[str, ...]) -> None:
+    """Refuse a key ``struct`` does not declare, naming it, its origin and the known keys."""
+    fields = {field.name: field.type for field in msgspec.structs.fields(struct)}
+    for key, value in values.items():
+        if key not in fields:
+            where = ".".join((*path, str(key)))
+            known = ", ".join(".".join((*path, name)) for name in fields)
+            raise SettingsError(f"{origin}: unknown setting {where!r}; known: {known}")
+        kind = fields[key]
+        if isinstance(kind, type) and issubclass(kind, Section) and isinstance(value, Mapping):
+            _check_keys(value, kind, origin, (*path, key))
+
+
+def _explain(message: str) -> str:
+    """msgspec's ``Expected `int`, got `str` - at `$.retrieval.max_results``` as a setting."""
+    text, _, where = message.partition(" - at `$.")
+    for json_name, toml_name in _TYPE_NAMES.items():
+        text = text.replace(json_name, toml_name)
+    return f"setting {where.rstrip('`')}: {text.lower()}" if where else f"settings: {message}"
+
+
+#: msgspec names JSON types; a settings file is TOML.
+_TYPE_NAMES = {"`object`": "a table", "`array`": "a list"}
+
+
+def _decode(kind: type, value: Any) -> Any:
+    if kind is Path and isinstance(value, str):
+        return Path(value).expanduser()
+    raise NotImplementedError
+
+
+# The reference table ------------------------------------------------------------
+
+
+def _leaves(section: Section, path: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
+    for field in msgspec.structs.fields(section):
+        value = getattr(section, field.name)
+        if isinstance(value, Section):
+            yield from _leaves(value, (*path, field.name))
+        else:
+            yield ".".join((*path, field.name)), value
+
+
+def _field_type(dotted: str) -> Any:
+    struct: Any = Settings
+    kind: Any = None
+    for part in dotted.split("."):
+        kind = {field.name: field.type for field in msgspec.structs.fields(struct)}[part]
+        struct = kind
+    while get_origin(kind) is Annotated:
+        kind = get_args(kind)[0]
+    return kind
+
+
+def _render(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, Path):
+        return "platform data dir"
+    return json.dumps(list(value) if isinstance(value, tuple) else value)

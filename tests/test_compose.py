@@ -39,8 +39,8 @@ def test_the_four_services_and_persistent_redis():
 def test_the_reader_may_listen_in_its_container_because_it_has_a_token():
     env = service_env("reader")
     settings = load_settings(environ=env)
-    assert settings.get("server.host") == "0.0.0.0"
-    check_binding("0.0.0.0", Grants(settings.get("server.tokens"), settings.namespace))
+    assert settings.server.host == "0.0.0.0"
+    check_binding("0.0.0.0", Grants(settings.server.tokens, settings.namespace))
     assert settings.home == Path("/data") and settings.service_mode
 
 

@@ -307,7 +307,8 @@ def test_the_reader_never_loads_redis_or_dramatiq(indexed):
         f"r = lookback.retrieve({{'session_file': {str(BEFORE)!r}, 'message': 'AppMessage'}},"
         " settings=s)\n"
         "assert r['status'] == 'ok', r['status']\n"
-        "import lookback.query.search.history, lookback.query.semantic.hybrid, lookback.query.context.planner, lookback.query.privacy.policy\n"
+        "import lookback.query.search.history, lookback.query.semantic.hybrid\n"
+        "import lookback.query.context.planner, lookback.query.privacy.policy\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('redis', 'dramatiq')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

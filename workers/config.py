@@ -26,14 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lookback.settings import Settings
+from lookback.settings import DEFAULTS, Settings
 
 #: The queue fresh appends go through; kept short so appends never wait.
 INDEX_QUEUE = "lookback-index"
 #: The queue for slow jobs (rebuilds now, embeddings later).
 BACKGROUND_QUEUE = "lookback-background"
 
-DEFAULT_PREFIX = "lookback:"
+#: The ``workers`` section's defaults (lookback.settings declares them).
+_DEFAULTS = DEFAULTS.workers
+DEFAULT_PREFIX = _DEFAULTS.key_prefix
 
 
 class ServiceNotConfigured(ValueError):
@@ -47,15 +49,15 @@ class ServiceConfig:
     redis_url: str
     home: Path
     namespace: str = ""
-    prefix: str = DEFAULT_PREFIX
-    batch_events: int = 1000  # events applied per SQLite transaction
-    batch_bytes: int = 8 * 1024 * 1024  # ... or fewer, when they are large
-    drain_seconds: float = 5.0  # a nudge hands over (re-nudges) after this long
-    max_failures: int = 3  # attempts before an event that keeps failing is set aside
-    lock_timeout: float = 30.0  # waiting for the project's writer lock
+    prefix: str = _DEFAULTS.key_prefix
+    batch_events: int = _DEFAULTS.batch_events  # events applied per SQLite transaction
+    batch_bytes: int = _DEFAULTS.batch_bytes  # ... or fewer, when they are large
+    drain_seconds: float = _DEFAULTS.drain_seconds  # a nudge hands over after this long
+    max_failures: int = _DEFAULTS.max_failures  # attempts before an event is set aside
+    lock_timeout: float = _DEFAULTS.lock_timeout  # waiting for the project's writer lock
     nudge_ttl_ms: int = 10_000  # a lost nudge is re-sent after this long
-    sweep_seconds: float = 5.0
-    reindex_on_start: bool = False
+    sweep_seconds: float = _DEFAULTS.sweep_seconds
+    reindex_on_start: bool = _DEFAULTS.reindex_on_start
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ServiceConfig:
@@ -63,18 +65,15 @@ class ServiceConfig:
             raise ServiceNotConfigured(
                 "service mode needs a Redis: set LOOKBACK_REDIS_URL (e.g. redis://localhost:6379/0)"
                 " or redis_url in the settings file")
-        workers: dict[str, Any] = settings.section("workers")
-        prefix = str(workers.get("key_prefix") or DEFAULT_PREFIX)
+        workers = settings.workers
+        prefix = workers.key_prefix or _DEFAULTS.key_prefix
         return cls(
             redis_url=settings.redis_url, home=settings.home, namespace=settings.namespace,
             prefix=prefix if prefix.endswith(":") else prefix + ":",
-            batch_events=int(workers.get("batch_events", cls.batch_events)),
-            batch_bytes=int(workers.get("batch_bytes", cls.batch_bytes)),
-            drain_seconds=float(workers.get("drain_seconds", cls.drain_seconds)),
-            max_failures=int(workers.get("max_failures", cls.max_failures)),
-            lock_timeout=float(workers.get("lock_timeout", cls.lock_timeout)),
-            sweep_seconds=float(workers.get("sweep_seconds", cls.sweep_seconds)),
-            reindex_on_start=bool(workers.get("reindex_on_start", False)),
+            batch_events=workers.batch_events, batch_bytes=workers.batch_bytes,
+            drain_seconds=workers.drain_seconds, max_failures=workers.max_failures,
+            lock_timeout=workers.lock_timeout, sweep_seconds=workers.sweep_seconds,
+            reindex_on_start=workers.reindex_on_start,
         )
 
     # Key names ------------------------------------------------------------------

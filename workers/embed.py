@@ -30,7 +30,7 @@ from lookback.workers.apply import project_info
 from lookback.workers.config import BACKGROUND_QUEUE, ServiceConfig
 from lookback.workers.nudge import send
 
-from lookback.settings import Settings
+from lookback.settings import DEFAULTS, Settings
 
 logger = logging.getLogger("lookback.workers")
 
@@ -46,14 +46,12 @@ class EmbedSettings:
     """Whether workers build vectors, and with which embedder."""
 
     enabled: bool
-    embedder: str = "hashing"
+    embedder: str = DEFAULTS.retrieval.embedder
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbedSettings:
-        retrieval = settings.section("retrieval")
-        workers = settings.section("workers")
-        enabled = bool(retrieval.get("semantic")) or bool(workers.get("embed"))
-        return cls(enabled, str(retrieval.get("embedder") or "hashing"))
+        enabled = settings.retrieval.semantic or settings.workers.embed
+        return cls(enabled, settings.retrieval.embedder)
 
 
 def embed_key(config: ServiceConfig, project: str) -> str:

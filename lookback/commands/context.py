@@ -19,7 +19,7 @@ from lookback.errors import UserError
 from lookback.index.layout import find_project
 from lookback.index.store import open_reader
 from lookback.ingest.pipeline import peek_header
-from lookback.query.context.manifest import DEFAULT_KEEP, ManifestStore
+from lookback.query.context.manifest import ManifestStore
 from lookback.settings import Settings
 
 VIEWS = ("retrieved", "manifest", "included", "excluded")
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
     store = ManifestStore(settings.home, readonly=True,
-                          keep=settings.get("manifest.keep_per_session", DEFAULT_KEEP))
+                          keep=settings.manifest.keep_per_session)
     try:
         session_id = _session_id(args, store)
         records = store.entries(session_id) if session_id else []

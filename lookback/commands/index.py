@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
-    paths = args.paths or [Path(p) for p in settings.values.get("sessions_dirs") or []]
+    paths = args.paths or [Path(p) for p in settings.sessions_dirs]
     if not paths:
         default = default_sessions_dir()
         if not default.is_dir():  # nothing asked for and nothing there: not an error
@@ -97,7 +97,7 @@ def _embed(settings: Settings, cwds: list[str]) -> None:
     from lookback.index.embedding import EmbeddingError, get_embedder
     from lookback.index.embeddings import build_embeddings
 
-    name = str(settings.section("retrieval").get("embedder") or "hashing")
+    name = settings.retrieval.embedder
     try:
         embedder = get_embedder(name)
     except EmbeddingError as error:

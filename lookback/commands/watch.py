@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load(args)
     if args.poll <= 0 or args.rescan <= 0:
         raise UserError("--poll and --rescan must be positive")
-    roots = args.paths or [Path(p) for p in settings.values.get("sessions_dirs") or []] \
+    roots = args.paths or [Path(p) for p in settings.sessions_dirs] \
         or [default_sessions_dir()]
     missing = [str(root) for root in roots if not Path(root).expanduser().exists()]
     if missing and args.paths:

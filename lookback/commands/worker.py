@@ -30,9 +30,8 @@ def run(args: argparse.Namespace) -> int:
     if not settings.service_mode:
         raise UserError("`lookback worker` needs a Redis: set LOOKBACK_REDIS_URL "
                         "(e.g. redis://localhost:6379/0)")
-    workers = settings.section("workers")
-    processes = args.processes or int(workers.get("processes") or 1)
-    threads = args.threads or int(workers.get("threads") or 2)
+    processes = args.processes or settings.workers.processes
+    threads = args.threads or settings.workers.threads
     if processes < 1 or threads < 1:
         raise UserError("--processes and --threads must be at least 1")
     from lookback.workers.processes import groups, supervise

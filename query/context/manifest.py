@@ -27,9 +27,11 @@ from typing import Any
 
 import apsw
 
+from lookback.settings import DEFAULTS
+
 MANIFEST_DIR = "manifests"
 MANIFEST_FILE = "manifests.sqlite"
-DEFAULT_KEEP = 50
+DEFAULT_KEEP = DEFAULTS.manifest.keep_per_session
 PRUNE_EVERY = 16
 
 _DDL = """

@@ -12,9 +12,11 @@ from typing import Any
 
 from lookback.query.context.messages import latest_real_user_message
 
+from lookback.settings import DEFAULTS
+
 MAX_RESULTS_RANGE = (1, 100)
-DEFAULT_MAX_RESULTS = 12
-DEFAULT_MAX_HISTORY_TOKENS = 16000
+DEFAULT_MAX_RESULTS = DEFAULTS.retrieval.max_results
+DEFAULT_MAX_HISTORY_TOKENS = DEFAULTS.retrieval.max_retrieved_history_tokens
 MAX_MESSAGE_CHARS = 200_000
 MAX_IDS = 1_000_000
 

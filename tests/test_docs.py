@@ -1,0 +1,47 @@
+"""README's configuration table is the settings the code declares (like sqlite-utils' test_docs)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lookback.settings import reference
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+ROW = re.compile(r"^\| `(?P<key>[a-z_.]+)` \| `(?P<variable>LOOKBACK_[A-Z_]+)` "
+                 r"\| (?P<default>[^|]+) \|")
+
+
+def readme_settings() -> list[tuple[str, str, str]]:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        match = ROW.match(line)
+        if match:
+            default = match["default"].strip()
+            rows.append((match["key"], match["variable"], default.strip("`")))
+    return rows
+
+
+def test_readme_lists_every_setting_with_its_variable_and_default():
+    documented = readme_settings()
+    declared = reference()
+    assert [row[0] for row in documented] == [row[0] for row in declared], \
+        "README's configuration table and lookback/settings.py list different settings"
+    for row, expected in zip(documented, declared, strict=True):
+        assert row == expected, f"README: {expected[0]!r} is {row[1:]}, the code {expected[1:]}"
+
+
+def test_the_table_is_found():
+    assert len(readme_settings()) >= 30
+
+
+def test_the_pi_extension_variables_are_left_to_the_extension():
+    """Its variables share the prefix; the settings loader must not refuse them."""
+    from lookback.settings import FOREIGN_VARIABLES
+
+    extension = (README.parent / "integrations" / "pi" / "README.md").read_text(encoding="utf-8")
+    variables = set(re.findall(r"^\| `(LOOKBACK_[A-Z_]+)` \|", extension, re.MULTILINE))
+    assert variables and variables <= FOREIGN_VARIABLES, \
+        f"add {sorted(variables - FOREIGN_VARIABLES)} to lookback.settings.FOREIGN_VARIABLES"
