@@ -183,7 +183,7 @@ def test_an_embedder_that_cannot_load_falls_back(home: Path, monkeypatch, name: 
 
 def test_a_slow_semantic_step_falls_back(home: Path, monkeypatch) -> None:
     _index(home)
-    monkeypatch.setattr("query.semantic.DEFAULT_TIMEOUT_MS", 0.0)
+    monkeypatch.setattr("lookback.query.semantic.hybrid.DEFAULT_TIMEOUT_MS", 0.0)
     ask = _asker(home)
     message = GOLDEN["cases"][6]["question"]
     response = ask(message)
