@@ -2,7 +2,7 @@
 
     python bench/bench_embedding.py [--runs 2000] [--minilm]
 
-Target (issue, spec step 10): the hashing embedder embeds one typical
+Target (issue; docs/specification.md step 10): the hashing embedder embeds one typical
 200-character user message in well under 0.5 ms. The messages are real Pi
 user messages from tests/fixtures/embedding_paraphrases.json, cut or
 repeated to 200 characters. With ``--minilm`` the numpy MiniLM embedder is

@@ -37,7 +37,7 @@ def default_reader(settings: Settings) -> IndexReader:
 
 def retrieve(request: dict[str, Any], *, settings: Settings | None = None,
              reader: IndexReader | None = None) -> dict[str, Any]:
-    """Evidence for the latest real user message of ``request`` (see DESIGN.md)."""
+    """Evidence for the latest real user message of ``request`` (the contract: docs/design.md)."""
     settings = settings or load_settings()
     parsed = parse_request(request, settings.retrieval.as_dict())
     reader = reader or default_reader(settings)

@@ -45,3 +45,38 @@ def test_the_pi_extension_variables_are_left_to_the_extension():
     variables = set(re.findall(r"^\| `(LOOKBACK_[A-Z_]+)` \|", extension, re.MULTILINE))
     assert variables and variables <= FOREIGN_VARIABLES, \
         f"add {sorted(variables - FOREIGN_VARIABLES)} to lookback.settings.FOREIGN_VARIABLES"
+
+
+ROOT = README.parent
+SKIP = {".git", ".venv", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache"}
+OUTSIDE = ("/work/shared", "../shared", "DESIGN.md", "PI_SESSION_FORMAT.md",
+           "PI_CLIENT_TESTING.md", "spec/historical-retrieval.md")
+
+
+def project_files(*suffixes: str) -> list[Path]:
+    found = []
+    for path in ROOT.rglob("*"):
+        parts = set(path.relative_to(ROOT).parts)
+        if path.is_file() and path.suffix in suffixes and not parts & SKIP \
+                and not any(part.endswith(".egg-info") for part in parts):
+            found.append(path)
+    return found
+
+
+def test_every_reference_points_inside_the_repository():
+    """The specification, design and formats live in docs/; nothing cites a path outside."""
+    this = Path(__file__).resolve()
+    offenders = [f"{path.relative_to(ROOT)}: {needle}"
+                 for path in project_files(".py", ".md", ".ts", ".json", ".toml", ".yaml")
+                 if path.resolve() != this
+                 for needle in OUTSIDE if needle in path.read_text(encoding="utf-8")]
+    assert offenders == []
+
+
+def test_markdown_links_resolve():
+    broken = []
+    for page in project_files(".md"):
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert broken == []

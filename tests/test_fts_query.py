@@ -1,4 +1,4 @@
-"""FTS5 query building (spec steps 3–4), run against a real APSW FTS5 table.
+"""FTS5 query building (docs/specification.md steps 3–4), run against a real APSW FTS5 table.
 
 The table uses the index's own tokenizer (``index.schema.FTS_TOKENIZE``), so what
 these tests find is what the index finds.

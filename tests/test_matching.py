@@ -1,4 +1,7 @@
-"""Match verification (spec steps 7–8): which terms a stored entry's text really contains."""
+"""Match verification (docs/specification.md steps 7–8).
+
+Which terms a stored entry's text really contains.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Term extraction (spec step 2): what a user message is about, and when it is about nothing.
+"""Term extraction (docs/specification.md step 2).
+
+What a user message is about, and when it is about nothing.
 
 Messages marked "real" are user messages from the Pi session fixtures in
 tests/fixtures/pi-sessions/ (copies of badlogic/pi-mono test fixtures, MIT):

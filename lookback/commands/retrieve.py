@@ -19,7 +19,7 @@ MAX_STDIN_BYTES = 64 * 1024 * 1024
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "retrieve", help="answer one retrieval request (JSON on stdin, JSON on stdout)",
-        description="Read a retrieval request (see DESIGN.md, 'Retrieval contract') as "
+        description="Read a retrieval request (see docs/design.md, 'Retrieval contract') as "
                     "JSON on stdin and print the response as JSON.")
     parser.add_argument("--pretty", action="store_true", help="indent the JSON output")
     parser.set_defaults(handler=run)

@@ -1,4 +1,4 @@
-"""Evidence messages: a bounded excerpt of one entry in the specification's envelope.
+"""Evidence messages: a bounded excerpt of one entry in the envelope of docs/specification.md.
 
 The excerpt is encoded as JavaScript's ``JSON.stringify`` would encode it, so no
 newline, quote or fake end marker inside it can start a structural line of the

@@ -1,6 +1,6 @@
 """Fit retrieved evidence into the message list the agent is about to send.
 
-Priorities follow the specification: recent conversation 100, retrieved evidence 85,
+Priorities follow docs/specification.md: recent conversation 100, retrieved evidence 85,
 active summaries (Pi's compaction and branch summaries) 75. The conversation Pi
 hands over — recent turns and its summaries alike — is mandatory context: the planner
 never drops or edits one of Pi's messages, so evidence only competes for the room left

@@ -1,4 +1,4 @@
-"""Scoring and ordering candidates with the specification's table.
+"""Scoring and ordering candidates with the ranking table of docs/specification.md.
 
 =======================  =========================================
 exact identifier         100 (tier ``identifier``)

@@ -1,6 +1,6 @@
 """The retrieval request: validated once, so the pipeline can trust its fields.
 
-The shape is DESIGN.md's retrieval contract. Anything wrong is a ``RequestError``
+The shape is the retrieval contract of docs/design.md. Anything wrong is a ``RequestError``
 with a stable ``code`` and a message that quotes no user text.
 """
 

@@ -1,4 +1,4 @@
-"""The retrieval pipeline, step by step as the specification numbers it.
+"""The retrieval pipeline, step by step as docs/specification.md numbers it.
 
 ``Retriever.retrieve(request)`` reads only committed index state and never waits
 for ingestion. Steps: (1) latest real user message, (2) terms, (3) literal search,

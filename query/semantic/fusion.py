@@ -1,8 +1,8 @@
 """Merge lexical and semantic candidates with deterministic reciprocal-rank fusion.
 
-Exact and FTS retrieval stay authoritative (spec step 10). So fusion never
+Exact and FTS retrieval stay authoritative (docs/specification.md, step 10). So fusion never
 touches the two literal tiers: ``identifier`` candidates come first, then
-``phrase`` candidates, each in the spec's within-tier order (score
+``phrase`` candidates, each in the specification's within-tier order (score
 descending, timestamp descending, key ascending), whatever the vectors say.
 Vectors act only on the ``other`` tier, where they can
 
@@ -32,7 +32,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-#: Tier names in precedence order (spec "Ranking": identifiers, phrases, the rest).
+#: Tier names in precedence order (docs/specification.md, "Ranking": identifiers,
+#: phrases, the rest).
 TIERS = ("identifier", "phrase", "other")
 Tier = Literal["identifier", "phrase", "other"]
 
@@ -53,7 +54,7 @@ class Candidate:
 
     ``tier`` is ``identifier`` (verified exact identifier hit), ``phrase``
     (verified exact phrase hit) or ``other`` (FTS and everything else);
-    ``score`` is the deterministic lexical score of the spec's ranking table;
+    ``score`` is the deterministic lexical score of docs/specification.md's ranking table;
     ``timestamp`` is the entry time in epoch milliseconds (newer is larger).
     """
 

@@ -1,4 +1,4 @@
-"""FTS5 MATCH expressions that no user text can break (pipeline steps 3 and 4).
+"""FTS5 MATCH expressions that no user text can break (docs/specification.md, steps 3-4).
 
 FTS5 has a query language (``OR``, ``NOT``, ``NEAR(...)``, ``*``, ``^``, ``col:``,
 parentheses); user text must never reach it as syntax. So every term becomes one

@@ -1,7 +1,7 @@
 """Match verification: which query terms a stored entry's text really contains.
 
 FTS5 finds candidates; this module decides, on the candidate's own text, which terms
-it matches and where (spec step 7: a lexical-only row needs a verified identifier,
+it matches and where (docs/specification.md step 7: a lexical-only row needs a verified identifier,
 phrase or FTS term match; step 8: match accounting uses word boundaries and Latin
 accent folding, and a keyword that is only a prefix of a longer word does not count).
 

@@ -1,4 +1,4 @@
-"""Term extraction: what the user's latest message is about (pipeline step 2).
+"""Term extraction: what the user's latest message is about (docs/specification.md, step 2).
 
 ``extract_terms(message)`` returns the message's search terms, most specific first:
 
@@ -53,10 +53,11 @@ KEYWORD = "keyword"
 
 #: Kinds from most to least specific: the order of ``QueryTerms.terms`` and of the cap.
 KIND_ORDER = (IDENTIFIER, PATH, ERROR, FLAG, PHRASE, TECHNOLOGY, KEYWORD)
-#: Terms searched case-sensitively, as written (spec step 3 and the FTS literals).
+#: Terms searched case-sensitively, as written (specification step 3 and the FTS literals).
 LITERAL_KINDS = frozenset({IDENTIFIER, PATH, ERROR, FLAG, PHRASE})
 
-#: For ranking (spec: same file 12, same symbol 10, same error 12 each).
+#: For ranking (docs/specification.md's ranking table: same file 12,
+#: same symbol 10, same error 12 each).
 FILE_KINDS = frozenset({PATH})
 SYMBOL_KINDS = frozenset({IDENTIFIER})
 ERROR_KINDS = frozenset({ERROR})

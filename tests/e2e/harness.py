@@ -11,7 +11,7 @@ The pieces, each usable on its own:
 - `prepare_session` / `branch_ids` / `context_ids` build the session file a test starts from
   and compute, independently of the extension, what it should report for it.
 
-Facts behind the choices are in /work/shared/PI_CLIENT_TESTING.md.
+Facts behind the choices are in docs/pi-client-testing.md.
 """
 
 from __future__ import annotations
@@ -447,7 +447,7 @@ def message_text(message: dict) -> str:
 
 
 def evidence_envelope(entry: dict, score: float, reason: str, excerpt: str) -> str:
-    """The spec's evidence envelope for one entry (what the real reader builds)."""
+    """The evidence envelope (docs/specification.md) for one entry (what the real reader builds)."""
     return "\n".join(
         [
             EVIDENCE_HEADER,

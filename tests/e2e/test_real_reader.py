@@ -58,7 +58,7 @@ def index_session(home: Path, session_file: Path) -> None:
 
 
 def assert_envelope(text: str) -> None:
-    """The spec's envelope, line by line, with the excerpt as one JSON string."""
+    """The envelope of docs/specification.md, line by line, with the excerpt as one JSON string."""
     lines = text.split("\n")
     assert len(lines) == len(ENVELOPE_LINES), lines
     for line, expected in zip(lines, ENVELOPE_LINES, strict=True):
