@@ -1,4 +1,5 @@
-"""The HTTP layer itself, byte by byte: keep-alive, bounded heads, bad framing."""
+"""The HTTP layer itself, byte by byte: keep-alive, bounded heads, framing (h11 owns the
+grammar: Content-Length and chunked bodies, Expect: 100-continue)."""
 
 from __future__ import annotations
 
@@ -51,11 +52,8 @@ def test_malformed_heads_get_400_and_close(serve):
         assert [status for status, _ in answers] == [400]
 
 
-def test_chunked_and_negative_lengths_are_refused(serve):
+def test_bad_framing_is_refused(serve):
     client = serve()
-    chunked = (b"POST /v1/retrieve HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"
-               b"5\r\nhello\r\n0\r\n\r\n")
-    assert [s for s, _ in exchange(client.port, chunked)] == [400]
     negative = b"POST /v1/retrieve HTTP/1.1\r\ncontent-length: -4\r\n\r\n"
     assert [s for s, _ in exchange(client.port, negative)] == [400]
 
@@ -65,3 +63,60 @@ def test_http_1_0_closes_after_one_answer(serve):
     answers = exchange(client.port, b"GET /v1/health HTTP/1.0\r\n\r\n"
                                     b"GET /v1/health HTTP/1.0\r\n\r\n")
     assert [status for status, _ in answers] == [200]
+
+
+def test_chunked_bodies_are_read(serve, session_file):
+    client = serve()
+    body = json.dumps(retrieve_body(session_file)).encode()
+    half = len(body) // 2
+    chunked = (b"POST /v1/retrieve HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n"
+               b"connection: close\r\n\r\n"
+               + b"%x\r\n%s\r\n" % (half, body[:half])
+               + b"%x\r\n%s\r\n" % (len(body) - half, body[half:]) + b"0\r\n\r\n")
+    [(status, answer)] = exchange(client.port, chunked)
+    assert status == 200 and json.loads(answer)["status"] == "ok"
+
+
+def test_a_chunked_body_over_the_limit_is_refused(serve, session_file):
+    client = serve(server__max_request_bytes=2000)
+    chunk = b"x" * 1500
+    chunked = (b"POST /v1/retrieve HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n\r\n"
+               + (b"%x\r\n%s\r\n" % (len(chunk), chunk)) * 2 + b"0\r\n\r\n")
+    assert [s for s, _ in exchange(client.port, chunked)] == [413]
+
+
+def test_empty_lines_between_requests_are_ignored(serve):
+    client = serve()
+    data = (request("GET", "/v1/health") + b"\r\n\r\n"
+            + request("GET", "/v1/health", b"", "connection: close"))
+    assert [s for s, _ in exchange(client.port, data)] == [200, 200]
+
+
+def test_expect_100_continue_gets_an_interim_answer(serve, session_file):
+    client = serve()
+    body = json.dumps(retrieve_body(session_file)).encode()
+    head = request("POST", "/v1/retrieve", b"", "expect: 100-continue", "connection: close")
+    head = head.replace(b"content-length: 0", b"content-length: %d" % len(body))
+    with socket.create_connection(("127.0.0.1", client.port), timeout=10) as sock:
+        sock.sendall(head)
+        interim = sock.recv(65536)
+        assert interim.startswith(b"HTTP/1.1 100 ")
+        sock.sendall(body)
+        raw = b""
+        while chunk := sock.recv(65536):
+            raw += chunk
+    assert raw.startswith(b"HTTP/1.1 200 ")
+
+
+def test_head_answers_carry_no_body(serve):
+    client = serve()
+    with socket.create_connection(("127.0.0.1", client.port), timeout=10) as sock:
+        sock.sendall(request("HEAD", "/v1/health", b"", "connection: close"))
+        raw = b""
+        while chunk := sock.recv(65536):
+            raw += chunk
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:"))) > 0
+    assert rest == b""

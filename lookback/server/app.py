@@ -1,0 +1,330 @@
+"""The reader's application: routing, auth, JSON parsing, the engine call, caching and the
+manifest — everything a request needs, independent of HTTP plumbing, so it is testable and
+measurable without sockets.
+
+``ReaderApp.handle(method, target, authorization, body)`` returns
+``(status, payload, log_fields)``; ``lookback.server.transport`` puts it on the wire.
+
+Endpoints (all JSON): ``POST /v1/retrieve``, ``/v1/search``, ``/v1/source``,
+``/v1/plan``, ``/v1/nudge``; ``GET /v1/health``, ``/v1/manifest?session_id=...``.
+
+A request for a project the token does not grant — or for one that cannot be resolved at
+all — gets the same 403, so it learns nothing about what exists. Project names only reach
+the filesystem through ``index.layout.find_project``.
+
+Freshness (embedded mode): ``lookback.freshness`` indexes the session file a request
+names when it changed, before answering (bounded by ``freshness.wait_ms``), and tails
+the session folders in the background; in service mode the workers do that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from types import ModuleType
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+
+from lookback import freshness
+from lookback.index.layout import find_project
+from lookback.query.context.manifest import ManifestStore, retrieval_record
+from lookback.server.auth import Grants
+from lookback.server.cache import AnswerCache, cache_key, watermark
+from lookback.server.errors import FORBIDDEN, ApiError
+from lookback.server.records import ManifestWriter
+from lookback.settings import Settings
+
+log = logging.getLogger("lookback.server")
+
+Reply = tuple[int, Any, dict[str, Any]]
+
+
+class ReaderApp:
+    """Everything a request needs, independent of HTTP plumbing.
+
+    ``engine`` is the retrieval engine (default ``lookback.api``); ``reader`` one
+    ``query.reader.IndexReader`` shared by every request of the process.
+    """
+
+    def __init__(self, settings: Settings, *, engine: ModuleType | Any = None,
+                 reader: Any = None, manifests: ManifestStore | None = None) -> None:
+        if engine is None:
+            from lookback import api as engine
+        if reader is None:
+            from lookback.query.search.reader import IndexReader
+
+            reader = IndexReader(settings.home, settings.namespace)
+        self.settings = settings
+        self.engine = engine
+        self.reader = reader
+        self.grants = Grants(settings.server.tokens, settings.namespace)
+        self.cache = AnswerCache(settings.server.cache_entries)
+        keep = settings.manifest.keep_per_session
+        self.manifests = ManifestWriter(manifests or ManifestStore(settings.home, keep=keep))
+        self.timeout = settings.server.request_timeout_seconds
+        # Embedded mode: this process keeps the sessions it is asked about fresh itself.
+        self.freshness = freshness.engine_for(settings)
+        if self.freshness is not None:
+            self.freshness.start()
+        workers = settings.server.workers
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="lookback-call") \
+            if workers > 0 else None
+        self.routes: dict[tuple[str, str], Callable[..., Reply]] = {
+            ("POST", "/v1/retrieve"): self.retrieve,
+            ("POST", "/v1/search"): self.search,
+            ("POST", "/v1/source"): self.source,
+            ("POST", "/v1/plan"): self.plan,
+            ("POST", "/v1/nudge"): self.nudge,
+            ("GET", "/v1/health"): self.health,
+            ("GET", "/v1/manifest"): self.manifest,
+        }
+
+    # -- dispatch -----------------------------------------------------------------------
+
+    def handle(self, method: str, target: str, authorization: str | None,
+               body: bytes) -> Reply:
+        """Answer one request: ``(HTTP status, payload dict or encoded bytes, log fields)``."""
+        parts = urlsplit(target)
+        route = self.routes.get((method, parts.path))
+        try:
+            if route is None:
+                if any(path == parts.path for _, path in self.routes):
+                    raise ApiError(405, "method-not-allowed", f"{method} is not allowed here")
+                raise ApiError(404, "not-found", "no such endpoint")
+            grant = self.grants.lookup(authorization) if self.grants.required else None
+            if method == "GET":
+                return route(parse_qs(parts.query), grant)
+            return route(_parse_json(body), grant)
+        except ApiError as error:
+            return error.status, error.payload(), {"error": error.code}
+        except Exception as error:  # the engine's own bad-input errors, then bugs
+            code = getattr(error, "code", None)
+            if isinstance(code, str) and isinstance(error, ValueError):
+                return 400, ApiError(400, code, str(error)).payload(), {"error": code}
+            log.error(json.dumps({"event": "internal-error", "error": type(error).__name__}))
+            return 500, ApiError(500, "internal", "internal error").payload(), {
+                "error": "internal"}
+
+    def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run an engine call with the per-request time limit (503 when it runs over)."""
+        try:
+            if self.pool is None:
+                return function(*args, **kwargs)
+            return self.pool.submit(function, *args, **kwargs).result(timeout=self.timeout)
+        except FutureTimeout:
+            raise ApiError(503, "timeout", "the request ran over the server's time limit") \
+                from None
+        except (LookupError, OSError) as error:
+            raise _not_found(error) from None
+
+    # -- projects and auth --------------------------------------------------------------
+
+    def _ref(self, body: dict) -> Any:
+        """The project and session a body names, or None when it names none that is indexed."""
+        try:
+            return self.reader.resolve(session_file=_text(body, "session_file"),
+                                       project=_text(body, "project"),
+                                       session_id=_text(body, "session_id"))
+        except (LookupError, OSError, ValueError):
+            return None
+
+    def _authorize(self, body: dict, grant: frozenset[str] | None) -> Any:
+        """The body's session reference, after checking the token grants its project."""
+        ref = self._ref(body)
+        if grant is None:
+            return ref
+        name = ref.project.name if ref is not None else self._project_name(body)
+        if name is None or name not in grant:
+            raise FORBIDDEN
+        return ref
+
+    def _project_name(self, body: dict) -> str | None:
+        project = _text(body, "project")
+        if not project:
+            return None
+        try:
+            return find_project(self.settings.home, project, self.settings.namespace).name
+        except LookupError:
+            return None
+
+    # -- endpoints ----------------------------------------------------------------------
+
+    def retrieve(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        started = time.perf_counter()
+        ref = self._authorize(body, grant)
+        fresh = freshness.refresh(self.freshness, body)
+        if fresh is not None and fresh.state == "rewrite-pending":
+            return 200, freshness.rewrite_pending_answer(fresh), {"outcome": "not-indexed"}
+        mark = watermark(self.reader, ref) if ref is not None else None
+        key = (cache_key(body), mark) if mark and self.cache.size else None
+        cached = self.cache.get(key) if key else None
+        if cached is None:
+            response = self.call(self.engine.retrieve, body, settings=self.settings,
+                                 reader=self.reader)
+            encoded = encode(freshness.annotate(response, fresh))
+            if key and response.get("status") in ("ok", "no-query"):
+                self.cache.put(key, (encoded, response))
+        else:
+            encoded, response = cached
+        latency_ms = (time.perf_counter() - started) * 1000
+        self._record_retrieval(ref, body, response, latency_ms, cached is not None)
+        fields = _counts(response)
+        fields["cache"] = "hit" if cached is not None else ("miss" if key else "off")
+        return 200, encoded, fields
+
+    def _record_retrieval(self, ref: Any, body: dict, response: dict, latency_ms: float,
+                          cached: bool) -> None:
+        session_id = ref.session_id if ref is not None else _text(body, "session_id")
+        if not session_id:
+            return
+        project = ref.project.name if ref is not None else None
+        record = retrieval_record(response, session_id=session_id, project=project,
+                                  leaf_id=_text(body, "leaf_id"), latency_ms=latency_ms,
+                                  cached=cached)
+        self.manifests.submit(lambda: self.manifests.store.add(record))
+
+    def search(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        self._authorize(body, grant)
+        freshness.refresh(self.freshness, body)  # the live leaf is searchable too
+        response = self.call(self.engine.search, body, settings=self.settings, reader=self.reader)
+        return 200, response, {"results": len(response.get("results") or [])}
+
+    def source(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        self._authorize(body, grant)
+        freshness.refresh(self.freshness, body)
+        response = self.call(self.engine.source, body, settings=self.settings, reader=self.reader)
+        return 200, response, {}
+
+    def plan(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        from lookback.query.context.planner import plan
+
+        messages, evidence = body.get("messages"), body.get("evidence", [])
+        if not isinstance(messages, list) or not isinstance(evidence, list):
+            raise ApiError(400, "invalid-request", "messages and evidence must be lists")
+        budget = body.get("max_retrieved_history_tokens",
+                          self.settings.retrieval.max_retrieved_history_tokens)
+        try:
+            result = plan(messages, evidence, max_retrieved_history_tokens=budget,
+                          input_target_tokens=body.get("input_target_tokens"),
+                          hard_limit_tokens=body.get("hard_limit_tokens"))
+        except ValueError as error:
+            raise ApiError(400, "invalid-request", str(error)) from None
+        self._record_plan(evidence, result, grant)
+        return 200, result, {"included": len(result["included"]),
+                             "excluded": len(result["excluded"]),
+                             "fallback": result["fallback"] is not None}
+
+    def _record_plan(self, evidence: list, result: dict, grant: frozenset[str] | None) -> None:
+        sessions = {e.get("session_id") for e in evidence if isinstance(e, dict)}
+        sessions = {s for s in sessions if isinstance(s, str) and s}
+        store = self.manifests.store
+
+        def write() -> None:
+            for session_id in sessions:
+                latest = store.entries(session_id)[-1:]
+                project = latest[0].get("project") if latest else None
+                if grant is not None and project not in grant:
+                    continue  # a token may only annotate its own projects' manifests
+                store.record_plan(session_id, project, result)
+
+        if sessions:
+            self.manifests.submit(write)
+
+    def nudge(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        """Ask for ``session_file`` to be indexed now.
+
+        Service mode hands it to ``lookback.service.nudge_session``. Embedded mode
+        queues the file for this process's freshness engine (``lookback.freshness``)
+        and answers at once: ``queued``, ``fresh`` (nothing new) or ``missing``;
+        ``embedded`` when the engine is turned off (``freshness.enabled = false``).
+        """
+        session_file = _text(body, "session_file")
+        if not session_file or not session_file.startswith("/"):
+            raise ApiError(400, "invalid-request", "session_file must be an absolute path")
+        if grant is not None:
+            self._authorize(body, grant)
+        if self.settings.service_mode:
+            from lookback import service
+
+            nudge_session = getattr(service, "nudge_session", None)
+            if nudge_session is None:
+                return 202, {"status": "unsupported"}, {}
+            self.call(nudge_session, self.settings, session_file)
+            return 202, {"status": "queued"}, {}
+        if self.freshness is None:
+            return 202, {"status": "embedded"}, {}
+        return 202, {"status": self.freshness.nudge(session_file)}, {}
+
+    def health(self, query: dict, grant: frozenset[str] | None) -> Reply:
+        report = self.call(self.engine.health, self.settings)
+        if grant is not None and isinstance(report.get("projects"), list):
+            report = {**report, "projects": [p for p in report["projects"]
+                                             if isinstance(p, dict) and p.get("project") in grant]}
+        report = {**report, "server": {"cache_entries": len(self.cache),
+                                       "cache_hits": self.cache.hits,
+                                       "cache_misses": self.cache.misses}}
+        return 200, report, {}
+
+    def manifest(self, query: dict, grant: frozenset[str] | None) -> Reply:
+        session_id = (query.get("session_id") or [""])[0]
+        if not session_id:
+            raise ApiError(400, "invalid-request", "session_id is required")
+        self.manifests.flush()  # read your writes: include the records of finished requests
+        entries = self.manifests.store.entries(session_id)
+        if grant is not None:  # same (empty) answer for unknown and not-granted sessions
+            entries = [e for e in entries if e.get("project") in grant]
+        return 200, {"session_id": session_id, "entries": entries}, {"entries": len(entries)}
+
+    def close(self) -> None:
+        if self.freshness is not None:
+            self.freshness.close()
+        self.manifests.flush()
+        self.manifests.close()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def encode(payload: Any) -> bytes:
+    """JSON bytes (orjson: a tenth of the standard library's time on evidence answers)."""
+    try:
+        return orjson.dumps(payload)
+    except TypeError:  # e.g. a non-string key or an int beyond 64 bits
+        return json.dumps(payload).encode()
+
+
+def _parse_json(body: bytes) -> dict:
+    try:
+        parsed = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        raise ApiError(400, "malformed-json", "the request body is not valid JSON") from None
+    if not isinstance(parsed, dict):
+        raise ApiError(400, "invalid-request", "the request body must be a JSON object")
+    return parsed
+
+
+def _text(body: dict, key: str) -> str | None:
+    value = body.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _not_found(error: BaseException) -> ApiError:
+    if isinstance(error, OSError):
+        return ApiError(400, "unreadable-session-file", "session_file cannot be read")
+    return ApiError(404, "not-found", "no such project, session or entry in the index")
+
+
+def _counts(response: dict) -> dict[str, Any]:
+    """Counts for the log line (numbers only, never text)."""
+    diagnostics = response.get("diagnostics") if isinstance(response, dict) else None
+    fields: dict[str, Any] = {"outcome": str(response.get("status"))[:20],
+                              "evidence": len(response.get("evidence") or []),
+                              "excluded": len(response.get("excluded") or [])}
+    if isinstance(diagnostics, dict) and isinstance(diagnostics.get("candidates"), int):
+        fields["candidates"] = diagnostics["candidates"]
+    return fields

@@ -1,0 +1,73 @@
+"""Who may ask what: bearer tokens granting projects, and the loopback-only binding rule.
+
+Without ``server.tokens`` the service only listens on loopback. With tokens, every
+request needs ``Authorization: Bearer <token>``; a token grants a list of projects
+(folder names or cwds) or ``"*"``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from typing import Any
+
+from lookback.errors import UserError
+from lookback.index.layout import project_key
+from lookback.server.errors import ApiError
+
+
+class Grants:
+    """Which bearer token may see which projects (``server.tokens``)."""
+
+    def __init__(self, tokens: Any, namespace: str = "") -> None:
+        if tokens in (None, {}):
+            tokens = {}
+        if not isinstance(tokens, dict):
+            raise UserError("server.tokens must map each token to a list of projects or \"*\"")
+        self._grants: dict[str, frozenset[str] | None] = {}
+        for token, projects in tokens.items():
+            if not isinstance(token, str) or len(token) < 8:
+                raise UserError("server.tokens: every token must be a string of 8+ characters")
+            self._grants[token] = _project_names(projects, namespace, token_index=len(self._grants))
+
+    @property
+    def required(self) -> bool:
+        return bool(self._grants)
+
+    def lookup(self, authorization: str | None) -> frozenset[str] | None:
+        """The token's projects (None: all); raises 401 when the header names no token."""
+        scheme, _, presented = (authorization or "").partition(" ")
+        if scheme.lower() == "bearer" and presented.strip():
+            presented = presented.strip()
+            for token, projects in self._grants.items():
+                if hmac.compare_digest(token.encode(), presented.encode()):
+                    return projects
+        raise ApiError(401, "unauthorized", "a valid Authorization: Bearer token is required")
+
+
+def _project_names(projects: Any, namespace: str, token_index: int) -> frozenset[str] | None:
+    if projects == "*" or (isinstance(projects, list) and "*" in projects):
+        return None
+    if not isinstance(projects, list) or not all(isinstance(p, str) for p in projects):
+        raise UserError(f"server.tokens: token #{token_index + 1} must grant a list of "
+                        "project names or cwds, or \"*\"")
+    return frozenset(project_key(p, namespace) if p.startswith(("/", "\\")) else p
+                     for p in projects)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(host: str, grants: Grants) -> None:
+    """Refuse to listen beyond this machine unless tokens protect the service."""
+    if not is_loopback(host) and not grants.required:
+        raise UserError(
+            f"refusing to listen on {host}: without tokens the reader only binds to loopback "
+            "(127.0.0.1, ::1). Configure [server.tokens] in the settings file "
+            "(token = [\"project\", ...] or \"*\") to serve other hosts.")

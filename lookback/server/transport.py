@@ -1,0 +1,244 @@
+"""HTTP/1.1 on the wire: h11 parses, a thread per connection runs it.
+
+h11 owns the request grammar (request line and header syntax, Content-Length and
+chunked bodies, ``Expect: 100-continue``, pipelined requests); this module reads the
+socket, bounds what a client may send (head size, header count, body size), hands the
+request to ``ReaderApp.handle`` and writes each answer with one ``sendall``. One JSON
+log line per answered request, with counts and timings only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import socketserver
+import time
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import urlsplit
+
+import h11
+
+from lookback.errors import UserError
+from lookback.server.app import ReaderApp, encode
+from lookback.server.auth import Grants, check_binding
+from lookback.server.errors import ApiError
+from lookback.settings import Settings
+
+log = logging.getLogger("lookback.server")
+
+#: Bounds on a request head: its size in bytes, and the number of header lines.
+MAX_HEAD_BYTES = 65536
+MAX_HEADERS = 100
+#: Bytes asked of the socket per read.
+RECV_BYTES = 65536
+
+
+class ReaderHTTPServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], app: ReaderApp) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        self.app = app
+        self.max_request_bytes = app.settings.server.max_request_bytes
+        super().__init__(address, _Handler)
+
+
+class _Request:
+    """One parsed request: what the app needs and what the log line reports."""
+
+    __slots__ = ("method", "target", "headers", "keep_alive", "body", "started")
+
+    def __init__(self, event: h11.Request, started: float) -> None:
+        self.method = event.method.decode("ascii", "replace")
+        self.target = event.target.decode("latin-1")
+        self.headers = {name.decode("latin-1"): value.decode("latin-1")
+                        for name, value in event.headers}
+        tokens = {t.strip() for t in self.headers.get("connection", "").lower().split(",")}
+        self.keep_alive = self.method in ("GET", "POST", "HEAD") and (
+            "close" not in tokens if event.http_version == b"1.1" else "keep-alive" in tokens)
+        self.body = b""
+        self.started = started
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    """One connection: read a request with h11, answer it, repeat while it keeps alive.
+
+    h11 parses every request (a fresh state machine per request, fed the bytes the
+    client sent beyond the previous one). Answers are written here: their head is a
+    fixed set of headers Lookback chooses, and building it directly costs a third of
+    what h11's writer does per answer — the service's overhead budget is 1 ms.
+    """
+
+    server: ReaderHTTPServer
+
+    def setup(self) -> None:
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # The socket timeout drops idle keep-alive connections and clients that stall.
+        self.request.settimeout(self.server.app.timeout)
+        self.connection = _connection()
+
+    def handle(self) -> None:
+        try:
+            while self._serve_one():
+                self._next_cycle()
+        except (TimeoutError, OSError):
+            pass  # an idle connection timed out, or the client left
+
+    def _serve_one(self) -> bool:
+        """Answer one request; False when the connection should close."""
+        try:
+            request = self._read_request()
+        except h11.RemoteProtocolError:
+            return self._refuse(None, ApiError(400, "invalid-request", "malformed request"))
+        except ApiError as error:
+            return self._refuse(None, error)
+        if request is None:
+            return False
+        try:
+            request.body = self._read_body(request)
+        except ApiError as error:
+            return self._refuse(request, error)
+        except h11.RemoteProtocolError:
+            return self._refuse(request, ApiError(400, "invalid-request", "malformed body"))
+        # HEAD is GET without the body.
+        method = "GET" if request.method == "HEAD" else request.method
+        status, payload, fields = self.server.app.handle(
+            method, request.target, request.headers.get("authorization"), request.body)
+        self._answer(request, status, payload, fields, close=not request.keep_alive)
+        return request.keep_alive
+
+    def _read_request(self) -> _Request | None:
+        """The next request's head, or None when the client closed between requests."""
+        event = self._next_event()
+        if isinstance(event, h11.ConnectionClosed):
+            return None
+        request = _Request(event, time.perf_counter())
+        if len(event.headers) > MAX_HEADERS:
+            raise ApiError(400, "invalid-request", "too many headers")
+        return request
+
+    def _read_body(self, request: _Request) -> bytes:
+        """The whole body, refused with 413 before it is read when it is over the limit."""
+        limit = self.server.max_request_bytes
+        length = request.headers.get("content-length")
+        if length is not None and int(length) > limit:
+            raise _too_large(limit)
+        if self.connection.they_are_waiting_for_100_continue:
+            self.request.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        chunks, size = [], 0
+        while not isinstance(event := self._next_event(), h11.EndOfMessage):
+            size += len(event.data)
+            if size > limit:  # a chunked body has no length up front
+                raise _too_large(limit)
+            chunks.append(event.data)
+        return b"".join(chunks)
+
+    def _next_cycle(self) -> None:
+        """A fresh h11 state machine for the next request on this connection, holding the
+        bytes the client already sent beyond the last one."""
+        data, closed = self.connection.trailing_data
+        self.connection = _connection()
+        self._receive(data)
+        if closed:
+            self.connection.receive_data(b"")
+
+    def _next_event(self) -> Any:
+        while (event := self.connection.next_event()) is h11.NEED_DATA:
+            data = self.request.recv(RECV_BYTES)
+            if not data:
+                self.connection.receive_data(b"")  # the client closed its side
+            self._receive(data)
+        return event
+
+    def _receive(self, data: bytes) -> None:
+        if self.connection.their_state is h11.IDLE and not self.connection.trailing_data[0]:
+            # RFC 9112 2.2: empty lines before a request line are ignored (some clients
+            # send a CRLF after a POST body); h11 would call them malformed.
+            data = data.lstrip(b"\r\n")
+        if data:
+            self.connection.receive_data(data)
+
+    def _refuse(self, request: _Request | None, error: ApiError) -> bool:
+        """Answer an error about the request itself, then close the connection."""
+        self._answer(request, error.status, error.payload(), {"error": error.code}, close=True)
+        return False
+
+    def _answer(self, request: _Request | None, status: int, payload: Any,
+                fields: dict[str, Any], *, close: bool) -> None:
+        data = payload if isinstance(payload, bytes) else encode(payload)
+        path = urlsplit(request.target).path if request else ""
+        known = any(p == path for _, p in self.server.app.routes)
+        line = {"event": "request", "method": request.method[:10] if request else "-",
+                "endpoint": path if known else "(unknown)", "status": status,
+                "ms": round((time.perf_counter() - request.started) * 1000, 3) if request
+                else 0.0,
+                "bytes_in": len(request.body) if request else 0, "bytes_out": len(data),
+                **fields}
+        log.info(json.dumps(line))  # before the answer: a client that has it sees the line
+        head = (f"HTTP/1.1 {status} {_reason(status)}\r\nserver: lookback\r\n"
+                f"content-type: application/json\r\ncontent-length: {len(data)}\r\n")
+        if status == 401:
+            head += "www-authenticate: Bearer\r\n"
+        if close:
+            head += "connection: close\r\n"
+        if request is not None and request.method == "HEAD":
+            data = b""
+        self.request.sendall(head.encode("ascii") + b"\r\n" + data)
+
+
+def _connection() -> h11.Connection:
+    return h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, "too-large", f"the request body is over {limit} bytes")
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Status"
+
+
+def make_server(settings: Settings, host: str | None = None, port: int | None = None,
+                *, app: ReaderApp | None = None) -> ReaderHTTPServer:
+    """A ready (not yet serving) HTTP server; refuses unsafe bindings."""
+    host = host or settings.server.host
+    port = settings.server.port if port is None else int(port)
+    check_binding(host, app.grants if app else Grants(settings.server.tokens,
+                                                      settings.namespace))
+    app = app or ReaderApp(settings)
+    try:
+        return ReaderHTTPServer((host, port), app)
+    except OSError as error:
+        app.close()
+        raise UserError(f"cannot listen on {host}:{port}: {error.strerror or error}", 1) \
+            from None
+
+
+def warm_up() -> None:
+    """Load what the first request would otherwise pay for (the secret detectors'
+    patterns, the term extractor's word lists): ~0.1 s once, at start, not on the
+    agent's first model call."""
+    from lookback.query.privacy.policy import classify
+    from lookback.query.text.terms import extract_terms
+
+    classify("warm up: api_key=none")
+    extract_terms("warm up `Lookback` paths/and --flags")
+
+
+def serve_forever(server: ReaderHTTPServer) -> None:
+    """Serve until interrupted, then close the app (flushing the manifest)."""
+    warm_up()
+    if server.app.freshness is not None:
+        server.app.freshness.start_tailer()  # entries Pi appends get indexed unasked
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        server.app.close()
