@@ -170,15 +170,8 @@ class _Handler(socketserver.BaseRequestHandler):
     def _answer(self, request: _Request | None, status: int, payload: Any,
                 fields: dict[str, Any], *, close: bool) -> None:
         data = payload if isinstance(payload, bytes) else encode(payload)
-        path = urlsplit(request.target).path if request else ""
-        known = any(p == path for _, p in self.server.app.routes)
-        line = {"event": "request", "method": request.method[:10] if request else "-",
-                "endpoint": path if known else "(unknown)", "status": status,
-                "ms": round((time.perf_counter() - request.started) * 1000, 3) if request
-                else 0.0,
-                "bytes_in": len(request.body) if request else 0, "bytes_out": len(data),
-                **fields}
-        log.info(json.dumps(line))  # before the answer: a client that has it sees the line
+        if log.isEnabledFor(logging.INFO):  # before the answer: a client that has it sees it
+            log.info(json.dumps(self._log_line(request, status, len(data), fields)))
         head = (f"HTTP/1.1 {status} {_reason(status)}\r\nserver: lookback\r\n"
                 f"content-type: application/json\r\ncontent-length: {len(data)}\r\n")
         if status == 401:
@@ -188,6 +181,21 @@ class _Handler(socketserver.BaseRequestHandler):
         if request is not None and request.method == "HEAD":
             data = b""
         self.request.sendall(head.encode("ascii") + b"\r\n" + data)
+
+
+    def _log_line(self, request: _Request | None, status: int, bytes_out: int,
+                  fields: dict[str, Any]) -> dict[str, Any]:
+        """Counts and timings of one answer; the endpoint only when it is a known one."""
+        if request is None:
+            return {"event": "request", "method": "-", "endpoint": "(unknown)",
+                    "status": status, "ms": 0.0, "bytes_in": 0, "bytes_out": bytes_out,
+                    **fields}
+        path = urlsplit(request.target).path
+        known = any(p == path for _, p in self.server.app.routes)
+        return {"event": "request", "method": request.method[:10],
+                "endpoint": path if known else "(unknown)", "status": status,
+                "ms": round((time.perf_counter() - request.started) * 1000, 3),
+                "bytes_in": len(request.body), "bytes_out": bytes_out, **fields}
 
 
 def _connection() -> h11.Connection:
