@@ -8,13 +8,19 @@ resumes exactly where it stopped.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from lookback.ingest.reader import Batch, FileState, NotASession, ReadStats, read_session
+from lookback.ingest.reader import (
+    Batch,
+    FileState,
+    NotASession,
+    ReadStats,
+    read_session,
+    session_identity,
+)
 
 
 class Sink(Protocol):
@@ -37,20 +43,8 @@ class IngestReport:
 
 
 def peek_header(path: Path) -> tuple[str, str]:
-    """(session id, cwd) from the file's header, without reading further."""
-    with open(path, "rb") as handle:
-        for line in iter(lambda: handle.readline(1 << 20), b""):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict) and obj.get("type") == "session" and obj.get("id"):
-                cwd = obj.get("cwd")
-                return str(obj["id"]), cwd if isinstance(cwd, str) else ""
-            break
-    raise NotASession(f"{path}: not a Pi session file (no session header)")
+    """(session id, cwd) of a Pi or Claude Code session file, without reading further."""
+    return session_identity(str(path))
 
 
 def ingest_files(files: Iterable[Path], sink: Sink, *,

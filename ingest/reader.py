@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, BinaryIO
 
-from lookback.ingest import jsonio
+from lookback.ingest import claude_code, jsonio
 from lookback.ingest.entries import normalize_entry
 from lookback.ingest.events import Event
 
@@ -29,9 +29,16 @@ DEFAULT_MAX_LINE_BYTES = DEFAULTS.max_line_bytes
 #: Events handed to the sink per batch; the file state advances with each batch.
 DEFAULT_BATCH_EVENTS = 2000
 
+#: ``FileState.format`` of a Pi session file.
+PI = "pi"
+
+#: Lines read at most to find a Claude Code file's session id and cwd (they start
+#: with a few bookkeeping lines before the first tree entry).
+IDENTITY_LINES = 200
+
 
 class NotASession(ValueError):
-    """The file's first JSON object is not a Pi session header."""
+    """The file is neither a Pi session (header line) nor a Claude Code session."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class FileState:
     last_line_hash: str = ""
     positions: int = 1  # parsed objects so far, header included (v1 ids count them)
     last_entry_id: str | None = None  # v1 entries chain to the previous one
+    format: str = PI  # PI or claude_code.FORMAT: how the lines are turned into events
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -68,11 +76,15 @@ class ReadStats:
     extra_headers: int = 0
     cursor_records: int = 0
     rewrites: int = 0
+    bookkeeping: int = 0  # Claude Code lines outside the tree (request copies, costs …)
+    unknown_types: int = 0  # entry types this version does not know: never evidence
+    sidechain: int = 0  # sub-agent lines found inside a main session file: skipped
     warnings: list[str] = field(default_factory=list)
 
     def add(self, other: ReadStats) -> None:
         for name in ("lines", "entries", "malformed", "oversized", "extra_headers",
-                     "cursor_records", "rewrites"):
+                     "cursor_records", "rewrites", "bookkeeping", "unknown_types",
+                     "sidechain"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.warnings.extend(other.warnings)
 
@@ -119,6 +131,17 @@ def is_rewritten(path: str, state: FileState) -> bool:
     size = os.stat(path).st_size
     with open(path, "rb") as handle:
         return not _prefix_unchanged(handle, state, size)
+
+
+def session_identity(path: str) -> tuple[str, str]:
+    """(session id, cwd) of a Pi or Claude Code session file, from its first lines.
+
+    Raises NotASession for any other file, OSError when it cannot be read.
+    """
+    with open(path, "rb") as handle:
+        state, _ = _read_header(handle, os.path.abspath(path), DEFAULT_MAX_LINE_BYTES,
+                                ReadStats())
+    return state.session_id, state.cwd
 
 
 def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: ReadStats,
@@ -170,6 +193,8 @@ def _event_for(obj: dict[str, Any], cursor: _Cursor, stats: ReadStats) -> Event 
     state = cursor.base
     position = cursor.positions
     cursor.positions += 1
+    if state.format == claude_code.FORMAT:
+        return _claude_event(obj, state, position, stats)
     entry_type = obj.get("type")
     if entry_type == "session":
         stats.extra_headers += 1  # Pi reads only line 1 as the header
@@ -195,6 +220,21 @@ def _event_for(obj: dict[str, Any], cursor: _Cursor, stats: ReadStats) -> Event 
     return Event("entry", state.session_id, state.cwd, {"entry": entry})
 
 
+def _claude_event(obj: dict[str, Any], state: FileState, position: int,
+                  stats: ReadStats) -> Event | None:
+    if not claude_code.is_tree_entry(obj):
+        stats.bookkeeping += 1
+        return None
+    if obj.get("isSidechain") and state.session_id == obj.get("sessionId"):
+        stats.sidechain += 1  # a sub-agent's step inside the main file: kept apart
+        return None
+    if obj.get("type") not in claude_code.TREE_TYPES:
+        stats.unknown_types += 1  # kept as a text-less link so the chain is not cut
+    stats.entries += 1
+    entry = claude_code.normalize_entry(obj, seq=position)
+    return Event("entry", state.session_id, state.cwd, {"entry": entry})
+
+
 def _v1_links(obj: dict[str, Any]) -> dict[str, Any]:
     """Map a v1 compaction's ``firstKeptEntryIndex`` to the id that entry gets."""
     index = obj.get("firstKeptEntryIndex")
@@ -214,7 +254,7 @@ def _read_header(handle: BinaryIO, path: str, max_line_bytes: int,
                 stats.malformed += 1
             continue
         if obj.get("type") != "session" or not isinstance(obj.get("id"), str) or not obj["id"]:
-            break
+            return _claude_header(handle, path, max_line_bytes, end)
         version = obj.get("version")
         state = FileState(
             path=path, session_id=obj["id"], cwd=_str(obj.get("cwd")),
@@ -227,6 +267,32 @@ def _read_header(handle: BinaryIO, path: str, max_line_bytes: int,
                   "parent_session": _str(obj.get("parentSession")) or None}
         return state, header
     raise NotASession(f"{path}: not a Pi session file (no session header)")
+
+
+def _claude_header(handle: BinaryIO, path: str, max_line_bytes: int,
+                   first_end: int) -> tuple[FileState, dict[str, Any]]:
+    """A Claude Code file: identity from its first lines; its body is read from the start
+    (there is no header line), and the first line stands in for one in rewrite checks."""
+    objects: list[dict[str, Any]] = []
+    for index, (_, _, line) in enumerate(_complete_lines(handle, 0, max_line_bytes,
+                                                         ReadStats())):
+        if index >= IDENTITY_LINES:
+            break
+        obj = _parse(line) if line is not None else None
+        if obj is not None:
+            objects.append(obj)
+    identity = claude_code.identity_of(objects)
+    if identity is None:
+        raise NotASession(f"{path}: not a session file (no Pi session header, no Claude "
+                          "Code entry with a sessionId and cwd)")
+    state = FileState(path=path, session_id=identity.session_id, cwd=identity.cwd, version=1,
+                      size=0, offset=0, header_len=first_end,
+                      header_hash=_digest(_prefix(handle, first_end)),
+                      last_line_start=0, last_line_hash=_digest(b""), positions=0,
+                      format=claude_code.FORMAT)
+    header = {"file": path, "cwd": identity.cwd, "version": 1, "format": claude_code.FORMAT,
+              "started_at": identity.started_at, "parent_session": identity.parent_session}
+    return state, header
 
 
 def _prefix(handle: BinaryIO, length: int) -> bytes:

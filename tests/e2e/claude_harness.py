@@ -1,0 +1,334 @@
+"""Drive the real Claude Code CLI offline: a pinned install, a fake Messages API, a private HOME.
+
+- `install_claude` puts the pinned `@anthropic-ai/claude-code` into a cache folder with npm
+  (reused when present). Its native binary comes in the platform package and runs through the
+  package's `cli-wrapper.cjs`, whether or not npm ran the postinstall step.
+- `FakeAnthropic` speaks the streaming Messages API (`POST /v1/messages`, SSE events
+  `message_start` … `message_stop`) and records every request body: `body["messages"]` (and
+  `body["system"]`) is exactly what Claude Code sent to the model. What it answers is decided by
+  markers in the latest user prompt (see `plan_reply`), so a test scripts a session by its
+  prompts alone.
+- `ClaudeRunner.run` runs `claude -p` with `HOME` pointing at a private folder, so sessions land
+  in `<home>/.claude/projects/<slug>/<sessionId>.jsonl` and nothing of the machine leaks in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, NamedTuple
+
+CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
+CLAUDE_VERSION = "2.1.328"
+FAKE_REPLY = "Noted: answer from the fake model."
+#: The compaction request's prompt ("Your task is to create a detailed summary …").
+SUMMARY_REQUEST = "create a detailed summary"
+#: Prompt markers: the fake model answers with a Bash call, an Agent call, thinking, or a
+#: usage report high enough for `--autocompact 100000` to compact before the next prompt.
+RUN_BASH, SPAWN_AGENT, THINK_FIRST, HIGH_USAGE = "RUN_BASH", "SPAWN_AGENT", "THINK_FIRST", \
+    "HIGH_USAGE"
+THINKING_TEXT = "Private reasoning THOUGHT_SECRET_77, never to be indexed."
+SUMMARY_TEXT = ("<analysis>Reviewed the turns.</analysis>\n<summary>1. The user and the "
+                "assistant worked on the project. No identifiers are kept in this summary."
+                "</summary>")
+
+
+class ClaudeInstallError(RuntimeError):
+    """npm or the Claude Code package could not be installed; the message says what npm said."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Installing Claude Code
+
+
+def claude_cache_dir() -> Path:
+    """Where the pinned CLI is installed: `$LOOKBACK_E2E_CLAUDE_CACHE` or
+    ~/.cache/lookback-e2e/claude-code-<version>."""
+    configured = os.environ.get("LOOKBACK_E2E_CLAUDE_CACHE")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "lookback-e2e" / f"claude-code-{CLAUDE_VERSION}"
+
+
+def claude_wrapper(cache: Path) -> Path:
+    return cache / "node_modules" / "@anthropic-ai" / "claude-code" / "cli-wrapper.cjs"
+
+
+def install_claude(cache: Path | None = None, timeout: float = 900) -> list[str]:
+    """Install the pinned Claude Code into `cache` unless it is there; return the command that
+    runs it (`node <cli-wrapper.cjs>`).
+
+    Installs into a sibling folder and renames it into place, so an interrupted install never
+    leaves a half-filled cache that later runs would trust.
+    """
+    cache = cache or claude_cache_dir()
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise ClaudeInstallError("node/npm are not on PATH; the Claude Code e2e tests need them")
+    if not claude_wrapper(cache).exists():
+        _npm_install(npm, cache, timeout)
+    return [node, str(claude_wrapper(cache))]
+
+
+def _npm_install(npm: str, cache: Path, timeout: float) -> None:
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    staging = cache.with_name(f"{cache.name}.installing-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    command = [npm, "install", "--no-audit", "--no-fund", f"{CLAUDE_PACKAGE}@{CLAUDE_VERSION}"]
+    try:
+        done = subprocess.run(command, cwd=staging, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ClaudeInstallError(f"npm install timed out after {timeout:.0f}s") from error
+    if done.returncode != 0 or not claude_wrapper(staging).exists():
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ClaudeInstallError(
+            f"`{' '.join(command)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    try:
+        staging.rename(cache)
+    except OSError:  # another process finished first: use its copy
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fake Messages API
+
+
+def text_of(content: Any) -> str:
+    """The text of an Anthropic message content (a string or blocks; tool results included)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif block.get("type") == "tool_result":
+            parts.append(text_of(block.get("content")))
+    return "\n".join(parts)
+
+
+def last_user(body: dict) -> dict:
+    """The last user-role message of a request (Claude Code may append system messages)."""
+    return next((m for m in reversed(body.get("messages") or []) if m.get("role") == "user"), {})
+
+
+def plan_reply(body: dict, number: int) -> tuple[list[dict], str, int]:
+    """(content blocks, stop reason, reported input tokens) for one request, from its markers."""
+    last = last_user(body)
+    content = last.get("content")
+    if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result"
+                                         for b in content):
+        return [{"type": "text", "text": "Tool finished; reported back."}], "end_turn", 50
+    text = text_of(content)
+    if SUMMARY_REQUEST in text:
+        return [{"type": "text", "text": SUMMARY_TEXT}], "end_turn", 50
+    if RUN_BASH in text:
+        command = text.split(RUN_BASH, 1)[1].strip().split("\n")[0] or "echo hi"
+        return [_tool_use(number, "Bash", {"command": command,
+                                           "description": "Run the command"})], "tool_use", 50
+    if SPAWN_AGENT in text:
+        task = text.split(SPAWN_AGENT, 1)[1].strip().split("\n")[0] or "look around"
+        return [_tool_use(number, "Agent", {"description": "Sub task",
+                                            "prompt": f"Sub-agent task: {task}",
+                                            "subagent_type": "general-purpose"})], "tool_use", 50
+    reply: list[dict] = [{"type": "text", "text": FAKE_REPLY}]
+    if THINK_FIRST in text:
+        reply.insert(0, {"type": "thinking", "thinking": THINKING_TEXT, "signature": "sig-fake"})
+    return reply, "end_turn", (190_000 if HIGH_USAGE in text else 50)
+
+
+def _tool_use(number: int, name: str, arguments: dict) -> dict:
+    return {"type": "tool_use", "id": f"toolu_fake{number:04d}", "name": name, "input": arguments}
+
+
+def _events(blocks: list[dict], stop: str, input_tokens: int, model: str,
+            number: int) -> Iterator[tuple[str, dict]]:
+    yield "message_start", {"type": "message_start", "message": {
+        "id": f"msg_fake{number:04d}", "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}
+    for index, block in enumerate(blocks):
+        start, deltas = _block_stream(block)
+        yield "content_block_start", {"type": "content_block_start", "index": index,
+                                      "content_block": start}
+        for delta in deltas:
+            yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                          "delta": delta}
+        yield "content_block_stop", {"type": "content_block_stop", "index": index}
+    yield "message_delta", {"type": "message_delta",
+                            "delta": {"stop_reason": stop, "stop_sequence": None},
+                            "usage": {"output_tokens": 12}}
+    yield "message_stop", {"type": "message_stop"}
+
+
+def _block_stream(block: dict) -> tuple[dict, list[dict]]:
+    if block["type"] == "text":
+        return {"type": "text", "text": ""}, [{"type": "text_delta", "text": block["text"]}]
+    if block["type"] == "thinking":
+        return ({"type": "thinking", "thinking": "", "signature": ""},
+                [{"type": "thinking_delta", "thinking": block["thinking"]},
+                 {"type": "signature_delta", "signature": block["signature"]}])
+    return ({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}},
+            [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}])
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+@dataclass
+class FakeAnthropic:
+    """A streaming Messages API on 127.0.0.1 for the `with` block; records request bodies."""
+
+    requests: list[dict] = field(default_factory=list)
+    _server: _Server | None = None
+    _thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "FakeAnthropic is not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def take(self) -> list[dict]:
+        """The model requests recorded so far (token counting left out), clearing the record."""
+        with self._lock:
+            taken, self.requests = self.requests, []
+        return taken
+
+    def __enter__(self) -> FakeAnthropic:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                body = json.loads(raw or b"{}")
+                if "count_tokens" in self.path:
+                    self._json({"input_tokens": 100})
+                    return
+                with owner._lock:
+                    owner.requests.append(body)
+                    number = len(owner.requests)
+                blocks, stop, tokens = plan_reply(body, number)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for event, data in _events(blocks, stop, tokens, body.get("model", "claude"),
+                                           number):
+                    self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._json({"error": "not found"}, 404)
+
+            def _json(self, payload: dict, status: int = 200) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Running Claude Code
+
+
+class ClaudeRun(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+    requests: list[dict]
+
+
+@dataclass
+class ClaudeRunner:
+    """Runs the real `claude -p` against the fake API with a private HOME."""
+
+    command: list[str]
+    model: FakeAnthropic
+    home: Path
+    timeout: float = 120
+
+    def environment(self, env: dict[str, str] | None) -> dict[str, str]:
+        """Nothing of the machine's Claude Code or Lookback set-up leaks in."""
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("LOOKBACK_", "ANTHROPIC_", "CLAUDE_"))}
+        base.update(HOME=str(self.home), ANTHROPIC_BASE_URL=self.model.url,
+                    ANTHROPIC_API_KEY="sk-ant-fake-key", DISABLE_AUTOUPDATER="1",
+                    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+        base.update(env or {})
+        return base
+
+    def run(self, cwd: Path, prompt: str, *flags: str,
+            env: dict[str, str] | None = None) -> ClaudeRun:
+        """One `claude -p PROMPT FLAGS…` in `cwd`; returns what the model received."""
+        self.model.take()
+        done = subprocess.run([*self.command, "-p", prompt, *flags], cwd=cwd,
+                              env=self.environment(env), capture_output=True, text=True,
+                              timeout=self.timeout, check=False)
+        return ClaudeRun(done.returncode, done.stdout, done.stderr, self.model.take())
+
+    def projects(self) -> Path:
+        return self.home / ".claude" / "projects"
+
+    def session_files(self) -> list[Path]:
+        """Main session files (sub-agent transcripts left out), oldest first."""
+        found = [p for p in self.projects().glob("*/*.jsonl")]
+        return sorted(found, key=lambda p: p.stat().st_mtime_ns)
+
+
+def write_hook_settings(project: Path, command: str, timeout_seconds: int = 5) -> Path:
+    """`<project>/.claude/settings.json` with one UserPromptSubmit command hook."""
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    hook = {"type": "command", "command": command, "timeout": timeout_seconds}
+    settings.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [hook]}]}},
+                                   indent=2))
+    return settings
+
+
+@contextmanager
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as server:
+        yield server
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+Check = Callable[[ClaudeRun], None]
