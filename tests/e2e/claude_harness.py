@@ -19,7 +19,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -330,5 +330,3 @@ def read_jsonl(path: Path) -> list[dict]:
             continue
     return rows
 
-
-Check = Callable[[ClaudeRun], None]
