@@ -266,7 +266,7 @@ def _read_header(handle: BinaryIO, path: str, max_line_bytes: int,
                   "started_at": _str(obj.get("timestamp")) or None,
                   "parent_session": _str(obj.get("parentSession")) or None}
         return state, header
-    raise NotASession(f"{path}: not a Pi session file (no session header)")
+    raise NotASession(f"{path}: not a session file (no Pi session header, no Claude Code entry)")
 
 
 def _claude_header(handle: BinaryIO, path: str, max_line_bytes: int,

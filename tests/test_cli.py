@@ -64,7 +64,7 @@ def test_reindex_rebuilds_every_project(run):
 
 @pytest.mark.parametrize("setup, expected_code, message", [
     (lambda tmp: tmp / "missing", 2, "no such file or directory"),
-    (lambda tmp: _write(tmp / "notes.jsonl", '{"hello": 1}\n'), 1, "not a Pi session file"),
+    (lambda tmp: _write(tmp / "notes.jsonl", '{"hello": 1}\n'), 1, "not a session file"),
     (lambda tmp: _mkdir(tmp / "empty"), 1, "no session files"),
 ])
 def test_user_mistakes_get_one_clear_line(run, tmp_path, setup, expected_code, message):
