@@ -1,4 +1,8 @@
-"""Finding Pi session files: the default sessions folder and paths given by the user."""
+"""Finding session files: the agents' default folders (Pi, Claude Code) and paths given by the user.
+
+Which agent wrote a file is recognized by its content when it is read (``ingest.reader``),
+not by where it lies, so a folder may hold both.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,37 @@ def default_sessions_dir(environ: dict[str, str] | None = None) -> Path:
         return Path(environ["PI_CODING_AGENT_SESSION_DIR"]).expanduser()
     agent = environ.get("PI_CODING_AGENT_DIR") or "~/.pi/agent"
     return Path(agent).expanduser() / "sessions"
+
+
+def default_claude_projects_dir(configured: str = "",
+                                environ: dict[str, str] | None = None) -> Path:
+    """Where Claude Code keeps sessions: ``configured``, else ``$CLAUDE_CONFIG_DIR/projects``,
+    else ``~/.claude/projects``."""
+    environ = dict(os.environ) if environ is None else environ
+    if configured:
+        return Path(configured).expanduser()
+    base = environ.get("CLAUDE_CONFIG_DIR") or "~/.claude"
+    return Path(base).expanduser() / "projects"
+
+
+def default_session_roots(*, claude_code: bool = True, claude_projects_dir: str = "",
+                          environ: dict[str, str] | None = None) -> list[Path]:
+    """The folders read when no path is named: Pi's sessions folder, and Claude Code's
+    projects folder when ``claude_code`` and it exists (Pi's is kept even before Pi made
+    it, so a watcher finds its first session)."""
+    roots = [default_sessions_dir(environ)]
+    claude = default_claude_projects_dir(claude_projects_dir, environ)
+    if claude_code and claude.is_dir():
+        roots.append(claude)
+    return roots
+
+
+def configured_roots(sessions_dirs: Iterable[str], *, claude_code: bool = True,
+                     claude_projects_dir: str = "") -> list[Path]:
+    """``sessions_dirs`` when the settings name any, else ``default_session_roots``."""
+    dirs = [Path(d).expanduser() for d in sessions_dirs if d]
+    return dirs or default_session_roots(claude_code=claude_code,
+                                         claude_projects_dir=claude_projects_dir)
 
 
 class PathProblem(ValueError):

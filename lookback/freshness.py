@@ -39,7 +39,7 @@ from typing import Any
 from lookback.index.project import ProjectWriter, WriterBusy
 from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import Batch, FileState, NotASession, is_rewritten, read_session
-from lookback.ingest.scan import PathProblem, default_sessions_dir, session_files
+from lookback.ingest.scan import PathProblem, configured_roots, session_files
 from lookback.settings import Freshness
 
 log = logging.getLogger("lookback.freshness")
@@ -319,10 +319,12 @@ def _ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def default_roots(settings_dirs: Iterable[str]) -> list[Path]:
-    """The folders to tail: ``sessions_dirs`` when set, else Pi's sessions folder."""
-    dirs = [Path(d).expanduser() for d in settings_dirs if d]
-    return dirs or [default_sessions_dir()]
+def default_roots(settings: Any) -> list[Path]:
+    """The folders to tail: ``sessions_dirs`` when set, else Pi's sessions folder and
+    Claude Code's projects folder (when it exists and ``claude_code.read_by_default``)."""
+    return configured_roots(settings.sessions_dirs,
+                            claude_code=settings.claude_code.read_by_default,
+                            claude_projects_dir=settings.claude_code.projects_dir)
 
 
 def engine_for(settings: Any) -> FreshnessEngine | None:
@@ -330,7 +332,7 @@ def engine_for(settings: Any) -> FreshnessEngine | None:
     if settings.service_mode or not settings.freshness.enabled:
         return None
     return FreshnessEngine(settings.home, namespace=settings.namespace,
-                           config=settings.freshness, roots=default_roots(settings.sessions_dirs))
+                           config=settings.freshness, roots=default_roots(settings))
 
 
 def refresh(engine: FreshnessEngine | None, body: Any) -> Outcome | None:

@@ -86,6 +86,19 @@ class Freshness(Section):
     idle_close_seconds: NonNegative = 1.0  # writers are closed after this long without jobs
 
 
+class ClaudeCode(Section):
+    """Claude Code: where its sessions are, and the UserPromptSubmit hook."""
+
+    #: Claude Code's sessions folder; empty: $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects
+    projects_dir: str = ""
+    #: read that folder (when it exists) beside Pi's when no paths or sessions_dirs are given
+    read_by_default: bool = True
+    #: the privacy policy's provider for the evidence the hook hands to Claude Code
+    provider: str = "anthropic"
+    #: the hook gives up after this long and adds nothing (Claude Code goes on unchanged)
+    hook_timeout_ms: PositiveFloat = 1500.0
+
+
 class Manifest(Section):
     keep_per_session: Positive = 50
 
@@ -109,7 +122,7 @@ class Settings(Section):
 
     #: where the project indexes live; unset: the platform data dir
     home: Path = Path(platformdirs.user_data_dir("lookback"))
-    #: what ``lookback index``/``watch`` read; empty: Pi's sessions folder
+    #: what ``lookback index``/``watch`` read; empty: Pi's sessions folder and Claude Code's
     sessions_dirs: tuple[str, ...] = ()
     #: set: service mode
     redis_url: str | None = None
@@ -120,6 +133,7 @@ class Settings(Section):
     privacy: Privacy = Privacy()
     server: Server = Server()
     freshness: Freshness = Freshness()
+    claude_code: ClaudeCode = ClaudeCode()
     manifest: Manifest = Manifest()
     workers: Workers = Workers()
 

@@ -29,3 +29,11 @@ def session_copy(tmp_path: Path):
         return target
 
     return copy
+
+
+@pytest.fixture(autouse=True)
+def no_real_claude_code_sessions(monkeypatch: pytest.MonkeyPatch,
+                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Claude Code's default folder (~/.claude/projects) is read when it exists; a test (and
+    every process it starts) must never read the machine's real sessions."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-claude"))

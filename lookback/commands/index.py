@@ -10,9 +10,10 @@ from pathlib import Path
 
 from lookback.commands.common import load, progress_printer
 from lookback.errors import UserError
+from lookback.freshness import default_roots
 from lookback.index.sink import EmbeddedSink
 from lookback.ingest.pipeline import IngestReport, ingest_files
-from lookback.ingest.scan import default_sessions_dir, session_files
+from lookback.ingest.scan import session_files
 from lookback.settings import Settings
 
 
@@ -35,14 +36,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
-    paths = args.paths or [Path(p) for p in settings.sessions_dirs]
-    if not paths:
-        default = default_sessions_dir()
-        if not default.is_dir():  # nothing asked for and nothing there: not an error
-            print(f"no Pi sessions yet: {default} does not exist (Pi creates it on its first "
-                  "session; or name session files or folders: lookback index PATH ...)")
-            return 0
-        paths = [default]
+    paths = args.paths or [root for root in default_roots(settings) if root.is_dir()]
+    if not paths:  # nothing asked for and nothing there: not an error
+        print(f"no Pi or Claude Code sessions yet: {default_roots(settings)[0]} does not exist "
+              "(Pi creates it on its first session; Claude Code's ~/.claude/projects neither; "
+              "or name session files or folders: lookback index PATH ...)")
+        return 0
     files = list(session_files(paths))
     if not files:
         raise UserError(f"no session files (*.jsonl) under {', '.join(map(str, paths))}", 1)

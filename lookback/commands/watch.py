@@ -15,8 +15,8 @@ from pathlib import Path
 
 from lookback.commands.common import load
 from lookback.errors import UserError
+from lookback.freshness import default_roots
 from lookback.index.sink import EmbeddedSink
-from lookback.ingest.scan import default_sessions_dir
 from lookback.ingest.watch import Watcher, WatchRound
 
 
@@ -42,8 +42,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load(args)
     if args.poll <= 0 or args.rescan <= 0:
         raise UserError("--poll and --rescan must be positive")
-    roots = args.paths or [Path(p) for p in settings.sessions_dirs] \
-        or [default_sessions_dir()]
+    roots = args.paths or default_roots(settings)
     missing = [str(root) for root in roots if not Path(root).expanduser().exists()]
     if missing and args.paths:
         raise UserError(f"no such folder: {', '.join(missing)}")
