@@ -29,8 +29,7 @@ from lookback.index.chunking import CHUNKING_VERSION, DEFAULT_MAX_CHARS, DEFAULT
 from lookback.index.embedding import EmbeddingPort
 from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
-from lookback.index.store import open_reader, read_meta, write_meta
-from lookback.index.writer import _immediate
+from lookback.index.store import open_reader, read_meta, write_meta, write_transaction
 
 #: Entries embedded per batch (and per writer transaction).
 BATCH_ENTRIES = 64
@@ -167,7 +166,7 @@ def store_vectors(connection: apsw.Connection, items: Sequence[EntryVectors],
     its new text is pending again. Returns the number of chunk rows written.
     """
     written = 0
-    with _immediate(connection):
+    with write_transaction(connection):
         for item in items:
             entry = item.entry
             row = connection.execute(

@@ -64,6 +64,27 @@ def write_meta(connection: apsw.Connection, key: str, value: object) -> None:
     )
 
 
+class write_transaction:  # lower case: read as a `with` statement, like a function
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (or ``ROLLBACK`` on error): take the write lock first.
+
+    Every write to an index (events, projections, vectors) runs inside one, so a
+    writer never upgrades a read transaction into a deadlock.
+    """
+
+    def __init__(self, connection: apsw.Connection) -> None:
+        self.connection = connection
+
+    def __enter__(self) -> apsw.Connection:
+        self.connection.execute("BEGIN IMMEDIATE")
+        return self.connection
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        if kind is None:
+            self.connection.execute("COMMIT")
+        elif self.connection.in_transaction:  # SQLITE_FULL may have rolled back already
+            self.connection.execute("ROLLBACK")
+
+
 def _ensure_schema(connection: apsw.Connection, cwd: str | None, namespace: str) -> None:
     with connection:
         connection.execute(DDL)

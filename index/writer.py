@@ -19,7 +19,7 @@ from typing import Any
 
 import apsw
 from lookback.index.schema import SCHEMA_VERSION
-from lookback.index.store import read_meta, write_meta
+from lookback.index.store import read_meta, write_meta, write_transaction
 from lookback.index.tokens import estimate_tokens  # one estimate for index and budgets
 from lookback.ingest import jsonio
 from lookback.ingest.events import Event, EventError
@@ -44,7 +44,7 @@ def append_events(connection: apsw.Connection, events: Iterable[Event], *,
     ids = list(source_ids) if source_ids is not None else [None] * len(events)
     applied = 0
     now = time.time()
-    with _immediate(connection):
+    with write_transaction(connection):
         seq = int(read_meta(connection, "applied_seq") or 0)
         touched: dict[str, list] = {}
         for event, source_id in zip(events, ids, strict=True):
@@ -185,23 +185,6 @@ def _fts_delete(connection: apsw.Connection, rowid: int, text: str) -> None:
 def _seen(connection: apsw.Connection, source_id: str) -> bool:
     row = connection.execute("SELECT 1 FROM events WHERE source_id = ?", (source_id,)).fetchone()
     return row is not None
-
-
-class _immediate:
-    """``BEGIN IMMEDIATE`` … ``COMMIT`` (or ``ROLLBACK`` on error): take the write lock first."""
-
-    def __init__(self, connection: apsw.Connection) -> None:
-        self.connection = connection
-
-    def __enter__(self) -> apsw.Connection:
-        self.connection.execute("BEGIN IMMEDIATE")
-        return self.connection
-
-    def __exit__(self, kind: object, error: object, traceback: object) -> None:
-        if kind is None:
-            self.connection.execute("COMMIT")
-        elif self.connection.in_transaction:  # SQLITE_FULL may have rolled back already
-            self.connection.execute("ROLLBACK")
 
 
 _HANDLERS: dict[str, Callable[[apsw.Connection, Event, float, Touched], None]] = {

@@ -1,0 +1,155 @@
+"""The layer contract of docs/design.md, checked on every run by reading the imports.
+
+ingest → index → query → lookback (the shell), with workers beside query. The base
+(``lookback.settings``, ``lookback.errors``) imports nothing from the project and
+may be imported by every layer. Only workers (and the shell through workers)
+know Redis and dramatiq. No module imports another module's private names.
+
+The walk reads the source with ``ast`` (nothing is imported), mapping folders to
+module names with pyproject's package-dir table, so it sees every import,
+including those inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = frozenset({"lookback.settings", "lookback.errors"})
+
+#: Each layer and the layers it may import (besides itself and the base).
+ALLOWED = {
+    "base": frozenset(),
+    "ingest": frozenset(),
+    "index": frozenset({"ingest"}),
+    "query": frozenset({"index", "ingest"}),
+    "workers": frozenset({"index", "ingest"}),
+    "shell": frozenset({"ingest", "index", "query", "workers"}),
+}
+#: Third-party packages only some layers may import.
+RESTRICTED = {"redis": frozenset({"workers"}), "dramatiq": frozenset({"workers"})}
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module
+    target: str  # the imported module (``from a import b``: ``a.b`` if it is a module)
+    names: tuple[str, ...]  # names taken with ``from ... import``
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.source} imports {self.target}"
+
+
+def package_dirs() -> dict[str, Path]:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    mapping = pyproject["tool"]["setuptools"]["package-dir"]
+    return {package: ROOT / folder for package, folder in mapping.items()}
+
+
+def modules() -> dict[str, Path]:
+    """Every project module's dotted name and file."""
+    found: dict[str, Path] = {}
+    for package, folder in package_dirs().items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join([package, *parts])
+            # lookback/ holds only the shell; the stage folders map to lookback.<stage>
+            found.setdefault(name, path)
+    return found
+
+
+def layer(module: str) -> str | None:
+    if module in BASE:
+        return "base"
+    parts = module.split(".")
+    if parts[0] != "lookback":
+        return None
+    if len(parts) > 1 and parts[1] in ("ingest", "index", "query", "workers"):
+        return parts[1]
+    return "shell"
+
+
+def imports(module: str, path: Path, known: dict[str, Path]) -> list[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [Import(module, alias.name, (), node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            names = tuple(alias.name for alias in node.names)
+            submodules = [f"{base}.{name}" for name in names if f"{base}.{name}" in known]
+            found.append(Import(module, base, names, node.lineno))
+            found += [Import(module, sub, (), node.lineno) for sub in submodules]
+    return found
+
+
+def all_imports() -> list[Import]:
+    known = modules()
+    return [item for module, path in sorted(known.items())
+            for item in imports(module, path, known)]
+
+
+def test_the_walk_sees_every_stage():
+    layers = {layer(module) for module in modules()}
+    assert {"base", "ingest", "index", "query", "workers", "shell"} <= layers
+    assert len(all_imports()) > 300
+
+
+def test_layers_import_only_downward():
+    wrong = []
+    for item in all_imports():
+        source, target = layer(item.source), layer(item.target)
+        if target is None or target in (source, "base"):
+            continue
+        if target not in ALLOWED[source]:
+            wrong.append(f"{item} at line {item.line} ({source} may not import {target})")
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_only_workers_know_redis_and_dramatiq():
+    wrong = [f"{item}" for item in all_imports()
+             if item.target.split(".")[0] in RESTRICTED
+             and layer(item.source) not in RESTRICTED[item.target.split(".")[0]]]
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_the_base_imports_nothing_of_the_project_but_itself():
+    wrong = [f"{item}" for item in all_imports()
+             if layer(item.source) == "base" and layer(item.target) not in (None, "base")]
+    assert wrong == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    known = modules()
+    wrong = []
+    for item in all_imports():
+        if item.target not in known or item.target == item.source:
+            continue
+        private = [name for name in item.names if name.startswith("_")
+                   and not name.startswith("__") and f"{item.target}.{name}" not in known]
+        if private:
+            wrong.append(f"{item} private {', '.join(private)}")
+    new = sorted(set(wrong) - KNOWN_PRIVATE_IMPORTS)
+    assert new == [], "\n".join(new)
+
+
+#: Private imports being removed in their owners' work (issue 13 gives the read side
+#: one SQL module and public helpers). This set may only shrink: a new private import
+#: fails the test.
+KNOWN_PRIVATE_IMPORTS = frozenset({
+    "lookback.query.search.history imports lookback.query.search.retrieve "
+    "private _deduplicate, _merge",
+    "lookback.query.semantic.hybrid imports lookback.query.search.candidates private _COLUMNS",
+})
