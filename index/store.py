@@ -45,7 +45,8 @@ def open_reader(path: Path) -> apsw.Connection:
         connection.execute("PRAGMA query_only=1")
         version = read_meta(connection, "schema_version")
     except apsw.Error as error:
-        raise IndexUnavailable(f"cannot open index: {error.__class__.__name__}") from None
+        # Chained: the reader's pool tells "out of file descriptors" from the cause.
+        raise IndexUnavailable(f"cannot open index: {error.__class__.__name__}") from error
     if version is None or int(version) > SCHEMA_VERSION:
         raise IncompatibleIndex(f"index schema {version} is not readable by this version")
     return connection

@@ -25,13 +25,20 @@ _readers: dict[tuple[Path, str], IndexReader] = {}
 _readers_lock = threading.Lock()
 
 
+def new_reader(settings: Settings) -> IndexReader:
+    """A reader with the configured connection pool (``reader.*`` settings)."""
+    return IndexReader(settings.home, settings.namespace,
+                       max_open_files=settings.reader.max_open_files,
+                       connections_per_project=settings.reader.connections_per_project)
+
+
 def default_reader(settings: Settings) -> IndexReader:
     """One shared reader per data directory and namespace, for in-process callers."""
     key = (settings.home, settings.namespace)
     with _readers_lock:
         reader = _readers.get(key)
         if reader is None:
-            reader = _readers[key] = IndexReader(settings.home, settings.namespace)
+            reader = _readers[key] = new_reader(settings)
         return reader
 
 

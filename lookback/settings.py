@@ -117,6 +117,15 @@ class Workers(Section):
     sweep_seconds: PositiveFloat = 5.0
 
 
+class Reader(Section):
+    """The reader's read connections (query.search.pool)."""
+
+    #: open files the index connections may hold in all: 2 per connection + 1 per file
+    max_open_files: Annotated[int, msgspec.Meta(ge=3)] = 256
+    #: connections to one project at once (WAL readers read in parallel)
+    connections_per_project: Positive = 4
+
+
 class Settings(Section):
     """Every setting, typed; ``load_settings`` builds one, ``Settings()`` is the defaults."""
 
@@ -136,6 +145,7 @@ class Settings(Section):
     claude_code: ClaudeCode = ClaudeCode()
     manifest: Manifest = Manifest()
     workers: Workers = Workers()
+    reader: Reader = Reader()
 
     @property
     def service_mode(self) -> bool:

@@ -57,9 +57,9 @@ class ReaderApp:
         if engine is None:
             from lookback import api as engine
         if reader is None:
-            from lookback.query.search.reader import IndexReader
+            from lookback.api import new_reader
 
-            reader = IndexReader(settings.home, settings.namespace)
+            reader = new_reader(settings)
         self.settings = settings
         self.engine = engine
         self.reader = reader

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import apsw
+from lookback.index.store import IndexUnavailable
 from lookback.index.tree import leaf_of
 from lookback.query.context.evidence import excerpt
 from lookback.query.privacy.policy import PrivacyPolicy
@@ -52,6 +53,9 @@ class HistorySearch:
         except (NotIndexed, OSError):
             return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
                     "excluded": []}
+        except IndexUnavailable as error:  # indexed, but not readable now
+            return {"status": "disabled", "query": terms.by_kind(), "results": [],
+                    "excluded": [], "warnings": [f"index unavailable: {error}"]}
         except apsw.Error as error:  # a corrupt index: say so, never raise
             return {"status": "disabled", "query": terms.by_kind(), "results": [],
                     "excluded": [], "warnings": [f"index unreadable: {type(error).__name__}"]}
@@ -102,6 +106,8 @@ class HistorySearch:
                     (view.session_id, request["entry_id"])).fetchone()
         except (NotIndexed, OSError):
             return {"status": "not-indexed"}
+        except IndexUnavailable as error:
+            return {"status": "disabled", "warnings": [f"index unavailable: {error}"]}
         except apsw.Error as error:
             return {"status": "disabled", "warnings": [f"index unreadable: {type(error).__name__}"]}
         if row is None:

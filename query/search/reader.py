@@ -1,20 +1,20 @@
 """Read-only access to the project indexes, for a long-lived reader process.
 
-``IndexReader`` keeps one read-only connection per project and reopens it when
-``CURRENT`` points at a new generation (after ``lookback reindex``), so a server
-never answers from a replaced file for longer than one request. It also caches,
-per (file, session, leaf, epoch), the leaf's branch: a branch never changes once
-its leaf exists, unless the session is reset (its ``epoch`` moves).
+``IndexReader`` borrows a read-only connection from its ``ConnectionPool`` for each
+request (bounded in open files, several per busy project, see query.search.pool)
+and follows ``CURRENT`` to a new generation (after ``lookback reindex``), so a
+server never answers from a replaced file for longer than one request. It also
+memoizes, per (file, session, leaf, epoch), the leaf's branch: a branch never
+changes once its leaf exists, unless the session is reset (its ``epoch`` moves).
 
-Connections are used for one short read transaction per call, so the WAL can be
-checkpointed behind them. Thread safety: one lock per project connection.
+Every memo is bounded (``index.memo.Memo``), so memory and open files stay flat
+however many projects one reader serves.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,13 +22,21 @@ from pathlib import Path
 
 import apsw
 from lookback.index.layout import ProjectDir, find_project, project_dir
-from lookback.index.store import IndexUnavailable, open_reader
+from lookback.index.memo import Memo
+from lookback.index.store import IndexUnavailable
 from lookback.index.tree import PathEntry, branch
 from lookback.ingest.pipeline import peek_header
+from lookback.query.search.pool import (
+    DEFAULT_MAX_OPEN_FILES,
+    DEFAULT_PER_PROJECT,
+    ConnectionPool,
+    PoolStats,
+)
 from lookback.query.text.normalize import FoldedText
 
 BRANCH_CACHE_SIZE = 64
 HEADER_CACHE_SIZE = 1024
+PROJECT_DIR_CACHE_SIZE = 4096
 
 
 class NotIndexed(LookupError):
@@ -53,49 +61,25 @@ class SessionRef:
     file: str | None = None
 
 
-class ProjectConnection:
-    """One project's read-only connection and the lock serializing its use."""
-
-    def __init__(self, project: ProjectDir) -> None:
-        self.project = project
-        self.lock = threading.Lock()
-        self.path: Path | None = None
-        self.connection: apsw.Connection | None = None
-
-    def current(self) -> tuple[apsw.Connection, Path]:
-        """The connection to the live generation (reopened after a swap)."""
-        path = self.project.index_path()
-        if path is None:
-            raise NotIndexed("project not indexed")
-        if self.connection is None or path != self.path:
-            if self.connection is not None:
-                self.connection.close()
-                self.connection = None
-            try:
-                self.connection = open_reader(path)
-            except IndexUnavailable:
-                raise NotIndexed("project index cannot be opened") from None
-            self.path = path
-        return self.connection, path
-
-
 class IndexReader:
     """Shared, read-only view of every project index under ``home``."""
 
-    def __init__(self, home: Path, namespace: str = "") -> None:
+    def __init__(self, home: Path, namespace: str = "", *,
+                 max_open_files: int = DEFAULT_MAX_OPEN_FILES,
+                 connections_per_project: int = DEFAULT_PER_PROJECT) -> None:
         self.home = Path(home)
         self.namespace = namespace
-        self._projects: dict[str, ProjectConnection] = {}
-        self._lock = threading.Lock()
-        self._branches: OrderedDict[tuple, list[PathEntry]] = OrderedDict()
-        self._headers: OrderedDict[tuple, tuple[str, str]] = OrderedDict()
+        self.pool = ConnectionPool(max_open_files=max_open_files,
+                                   per_project=connections_per_project)
+        self._branches: Memo[list[PathEntry]] = Memo(BRANCH_CACHE_SIZE)
+        self._headers: Memo[tuple[str, str]] = Memo(HEADER_CACHE_SIZE)
+        self._project_dirs: Memo[ProjectDir] = Memo(PROJECT_DIR_CACHE_SIZE)
         # Memos of what is derived from immutable rows, each bounded for its item size:
         self.entries = EntryCache(50_000)  # per-row matches and classifications (small)
         self.evidence = EntryCache(4_096)  # built evidence items (up to ~12 KB each)
         self.scopes = EntryCache(64)  # allowed scopes of recent leaves (a rowid set each)
         self.vectors = EntryCache(8)  # semantic matrices (megabytes each)
         self.folded = FoldedCache()
-        self._project_dirs: dict[str, ProjectDir] = {}
 
     # -- naming -----------------------------------------------------------------
 
@@ -106,7 +90,8 @@ class IndexReader:
             header_session, cwd = self._header(session_file)
             found = self._project_dirs.get(cwd)
             if found is None:  # hashing the cwd once per project, not per request
-                found = self._project_dirs[cwd] = project_dir(self.home, cwd, self.namespace)
+                found = project_dir(self.home, cwd, self.namespace)
+                self._project_dirs.put(cwd, found)
             return SessionRef(found, session_id or header_session, session_file)
         if project and session_id:
             try:
@@ -118,40 +103,64 @@ class IndexReader:
     def _header(self, session_file: str) -> tuple[str, str]:
         # Pi may rewrite a file in place, but never changes its session id or cwd.
         key = (session_file, os.stat(session_file).st_ino)
-        with self._lock:
-            if key in self._headers:
-                self._headers.move_to_end(key)
-                return self._headers[key]
-        found = peek_header(Path(session_file))
-        with self._lock:
-            self._headers[key] = found
-            while len(self._headers) > HEADER_CACHE_SIZE:
-                self._headers.popitem(last=False)
+        found = self._headers.get(key)
+        if found is None:
+            found = self._out_of_files_retry(lambda: peek_header(Path(session_file)))
+            self._headers.put(key, found)
         return found
+
+    def _out_of_files_retry(self, call):  # type: ignore[no-untyped-def]
+        """``call()``; when the process is out of file descriptors, close the idle
+        connections and try once more, then report the index unavailable (never
+        "not indexed": the project may well be indexed)."""
+        for attempt in (1, 2):
+            try:
+                return call()
+            except OSError as error:
+                if error.errno not in (errno.EMFILE, errno.ENFILE):
+                    raise
+                if attempt == 2 or not self.pool.close_idle():
+                    raise IndexUnavailable("too many open files") from error
+        raise AssertionError("unreachable")
 
     # -- connections ------------------------------------------------------------
 
     @contextmanager
     def session(self, *, session_file: str | None = None, project: str | None = None,
                 session_id: str | None = None) -> Iterator[SessionView]:
-        """The named session's index, locked and inside one short read transaction.
+        """The named session's index, inside one short read transaction.
 
-        Raises NotIndexed when the project or its index is missing (and OSError
-        when a session file cannot be read).
+        Raises NotIndexed when the project or its index is missing, IndexUnavailable
+        when it exists but cannot be opened now (too many open files, a corrupt or
+        newer file), and OSError when a session file cannot be read.
         """
-        ref = self.resolve(session_file=session_file, project=project, session_id=session_id)
-        holder = self.project_connection(ref.project)
-        with holder.lock:
-            connection, path = holder.current()
-            with connection:
-                yield SessionView(connection, path, ref.session_id)
+        ref = self._out_of_files_retry(lambda: self.resolve(
+            session_file=session_file, project=project, session_id=session_id))
+        path = self._index_path(ref.project)
+        with self.pool.connection(ref.project.name, path) as connection, connection:
+            yield SessionView(connection, path, ref.session_id)
 
-    def project_connection(self, project: ProjectDir) -> ProjectConnection:
-        with self._lock:
-            holder = self._projects.get(project.name)
-            if holder is None:
-                holder = self._projects[project.name] = ProjectConnection(project)
-            return holder
+    def _index_path(self, project: ProjectDir) -> Path:
+        path = self._out_of_files_retry(project.index_path)
+        if path is None:
+            raise NotIndexed("project not indexed")
+        return path
+
+    def watermark(self, project: ProjectDir) -> tuple[str, int, int] | None:
+        """(live index file, applied event seq, embeddings seq): moves on every commit
+        that can change an answer, and on every swap. None when there is no index."""
+        try:
+            path = self._index_path(project)
+            with self.pool.connection(project.name, path) as connection:
+                applied, embedded = connection.execute(
+                    "SELECT (SELECT value FROM meta WHERE key = 'applied_seq'),"
+                    " (SELECT value FROM meta WHERE key = 'embeddings_seq')").fetchone()
+        except (LookupError, IndexUnavailable, apsw.Error, OSError):
+            return None
+        return str(path), int(applied or 0), int(embedded or 0)
+
+    def pool_stats(self) -> PoolStats:
+        return self.pool.stats()
 
     # -- tree -------------------------------------------------------------------
 
@@ -168,16 +177,11 @@ class IndexReader:
                 raise NotIndexed("session not indexed")
             epoch = row[0]
         key = (str(path), session_id, leaf_id, epoch)
-        with self._lock:
-            cached = self._branches.get(key)
-            if cached is not None:
-                self._branches.move_to_end(key)
-                return cached
+        cached = self._branches.get(key)
+        if cached is not None:
+            return cached
         found = self._extend_cached(connection, path, session_id, leaf_id, epoch)
-        with self._lock:
-            self._branches[key] = found
-            while len(self._branches) > BRANCH_CACHE_SIZE:
-                self._branches.popitem(last=False)
+        self._branches.put(key, found)
         return found
 
     def _extend_cached(self, connection: apsw.Connection, path: Path, session_id: str,
@@ -193,8 +197,7 @@ class IndexReader:
         for _ in range(64):
             if current is None:
                 break
-            with self._lock:
-                cached = self._branches.get((str(path), session_id, current, epoch))
+            cached = self._branches.get((str(path), session_id, current, epoch))
             if cached is not None:
                 return [*cached, *reversed(steps)]
             row = connection.execute(
@@ -207,14 +210,10 @@ class IndexReader:
         return branch(connection, session_id, leaf_id)
 
     def close(self) -> None:
-        with self._lock:
-            for holder in self._projects.values():
-                if holder.connection is not None:
-                    holder.connection.close()
-            self._projects.clear()
+        self.pool.close()
 
 
-class EntryCache:
+class EntryCache(Memo[object]):
     """Bounded memo of what the reader derives from immutable rows.
 
     A row's text never changes under its rowid in one index file (a replaced entry
@@ -224,23 +223,7 @@ class EntryCache:
     """
 
     def __init__(self, max_items: int = 50_000) -> None:
-        self.max_items = max_items
-        self._items: OrderedDict[tuple, object] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple) -> object | None:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: tuple, value: object) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_items:
-                self._items.popitem(last=False)
+        super().__init__(max_items)
 
 
 class FoldedCache:
@@ -249,26 +232,14 @@ class FoldedCache:
     """
 
     def __init__(self, max_chars: int = 32_000_000, max_text_chars: int = 262_144) -> None:
-        self.max_chars = max_chars
         self.max_text_chars = max_text_chars
-        self._items: OrderedDict[tuple[str, int], FoldedText] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
+        self._items: Memo[FoldedText] = Memo(max_chars, sizeof=lambda f: len(f.original))
 
     def get(self, index_file: str, rowid: int, text: str) -> FoldedText:
         key = (index_file, rowid)
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-                return found
-        found = FoldedText(text)
-        if len(text) <= self.max_text_chars:
-            with self._lock:
-                if key not in self._items:
-                    self._items[key] = found
-                    self._chars += len(text)
-                    while self._chars > self.max_chars:
-                        _, dropped = self._items.popitem(last=False)
-                        self._chars -= len(dropped.original)
+        found = self._items.get(key)
+        if found is None:
+            found = FoldedText(text)
+            if len(text) <= self.max_text_chars:
+                self._items.put(key, found)
         return found

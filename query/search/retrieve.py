@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import apsw
+from lookback.index.store import IndexUnavailable
 from lookback.index.tokens import estimate_tokens
 from lookback.index.tree import PathEntry, context_entries
 from lookback.query.context.evidence import envelope, evidence_message, excerpt
@@ -82,6 +83,9 @@ class Retriever:
                                       terms, diagnostics, started)
         except (NotIndexed, OSError):
             return _answer("not-indexed", terms, diagnostics, started)
+        except IndexUnavailable as error:  # indexed, but not readable now: say why
+            diagnostics["warnings"].append(f"index unavailable: {error}")
+            return _answer("disabled", terms, diagnostics, started)
         except apsw.Error as error:  # a corrupt or unreadable index: fail open, say why
             diagnostics["warnings"].append(f"index unreadable: {type(error).__name__}")
             return _answer("disabled", terms, diagnostics, started)

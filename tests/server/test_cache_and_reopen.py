@@ -67,8 +67,7 @@ def test_reindex_swap_is_picked_up(app, home, session_file, project_cwd):
     assert after[2]["cache"] == "miss"  # new generation file: new watermark
     assert [e["entry_id"] for e in after[1]["evidence"]] == \
         [e["entry_id"] for e in before[1]["evidence"]]
-    holder = app.reader.project_connection(project)
-    assert holder.path == project.generation_path(old_generation + 1)
+    assert app.reader.watermark(project)[0] == str(project.generation_path(old_generation + 1))
 
 
 def test_lookback_reindex_command_under_a_live_server(serve, home, session_file, capsys):
