@@ -15,13 +15,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from lookback.index.memo import Memo
+
 PROJECTS_DIR = "projects"
 CURRENT_FILE = "CURRENT"
 LOCK_FILE = "writer.lock"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 
-#: CURRENT file → (its inode, mtime and size, the generation it named).
-_GENERATIONS: dict[Path, tuple[tuple[int, int, int], int | None]] = {}
+#: CURRENT file → (its inode, mtime and size, the generation it named); bounded, so a
+#: reader of thousands of projects stays flat (a forgotten one is simply re-read).
+_GENERATIONS: Memo[tuple[tuple[int, int, int], int | None]] = Memo(8192)
 
 
 class ProjectNotFound(LookupError):
@@ -62,7 +65,7 @@ class ProjectDir:
         except (FileNotFoundError, NotADirectoryError):
             return None
         generation = int(text) if text.isdigit() else None
-        _GENERATIONS[current] = (stamp, generation)
+        _GENERATIONS.put(current, (stamp, generation))
         return generation
 
     def generation_path(self, generation: int) -> Path:

@@ -52,6 +52,9 @@ Stamp = tuple[int, int, int]
 #: and defaults are declared in lookback/settings.py).
 FreshnessConfig = Freshness
 
+#: Project writers the freshness thread keeps open at once.
+MAX_OPEN_WRITERS = 8
+
 
 @dataclass
 class Outcome:
@@ -258,11 +261,16 @@ class FreshnessEngine:
         return entries
 
     def _writer(self, cwd: str) -> ProjectWriter:
-        writer = self._writers.get(cwd)
+        writer = self._writers.pop(cwd, None)
         if writer is None:
             writer = ProjectWriter(self.home, cwd, namespace=self.namespace,
                                    lock_timeout=self.config.lock_timeout_seconds)
-            self._writers[cwd] = writer
+        self._writers[cwd] = writer  # most recently used last
+        # Bounded: a team host's thousands of projects must not each keep a writer
+        # (its files and its lock) open; the least recently used one closes first.
+        while len(self._writers) > MAX_OPEN_WRITERS:
+            oldest = next(iter(self._writers))
+            self._writers.pop(oldest).close()
         return writer
 
     def _close_writers(self) -> None:
