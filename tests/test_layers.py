@@ -153,3 +153,45 @@ KNOWN_PRIVATE_IMPORTS = frozenset({
     "private _deduplicate, _merge",
     "lookback.query.semantic.hybrid imports lookback.query.search.candidates private _COLUMNS",
 })
+
+
+def subpackage_exports() -> dict[str, dict[str, str]]:
+    """Each ``lookback.query`` subpackage's public names (its ``_EXPORTS``) -> module."""
+    exports = {}
+    for init in (ROOT / "query").glob("*/__init__.py"):
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        table = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                     and any(getattr(t, "id", None) == "_EXPORTS" for t in node.targets))
+        exports[f"lookback.query.{init.parent.name}"] = ast.literal_eval(table)
+    return exports
+
+
+def test_query_subpackages_meet_only_at_their_public_api():
+    """Code outside a query subpackage uses only the names its ``__init__`` exports."""
+    exports = subpackage_exports()
+    assert set(exports) == {"lookback.query.text", "lookback.query.search",
+                            "lookback.query.privacy", "lookback.query.context",
+                            "lookback.query.semantic"}
+    wrong = []
+    for item in all_imports():
+        package = next((p for p in exports if item.target == p
+                        or item.target.startswith(p + ".")), None)
+        if package is None or item.source == package or item.source.startswith(package + "."):
+            continue
+        module = item.target.removeprefix(package).lstrip(".")
+        for name in item.names:
+            if name.startswith("_"):
+                continue  # private names are the test above's business
+            if exports[package].get(name) != (module or exports[package].get(name)):
+                wrong.append(f"{item}.{name}: not in {package}'s public API")
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_every_exported_name_exists():
+    import importlib
+
+    for package, names in subpackage_exports().items():
+        module = importlib.import_module(package)
+        for name, defined_in in names.items():
+            assert getattr(module, name) is getattr(
+                importlib.import_module(f"{package}.{defined_in}"), name)

@@ -1,1 +1,36 @@
-"""context"""
+"""Context: the agent's messages, evidence envelopes, the planner and the manifest.
+
+The public API is ``_EXPORTS`` below: what other packages may use (tests/test_layers.py
+checks it); everything else is this package's own. Each name is imported on first
+use, so importing one module of the package stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the module of this package that defines it.
+_EXPORTS = {
+    "message_text": "messages",
+    "latest_real_user_message": "messages",
+    "is_evidence_message": "messages",
+    "is_summary_message": "messages",
+    "estimate_message_tokens": "messages",
+    "EVIDENCE_HEADER": "messages",
+    "EVIDENCE_FOOTER": "messages",
+    "envelope": "evidence",
+    "evidence_message": "evidence",
+    "excerpt": "evidence",
+    "plan": "planner",
+    "ManifestStore": "manifest",
+    "retrieval_record": "manifest",
+    "apply_plan": "manifest",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

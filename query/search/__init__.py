@@ -1,1 +1,40 @@
-"""search"""
+"""Search: the retrieval pipeline over one project's committed index.
+
+Reading indexes (connections, memos), candidate SQL, ranking, automatic retrieval,
+explicit history search and the request shape.
+
+The public API is ``_EXPORTS`` below: what other packages may use (tests/test_layers.py
+checks it); everything else is this package's own. Each name is imported on first
+use, so importing one module of the package stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the module of this package that defines it.
+_EXPORTS = {
+    "Retriever": "retrieve",
+    "HistorySearch": "history",
+    "IndexReader": "reader",
+    "NotIndexed": "reader",
+    "RequestError": "request",
+    "RetrievalRequest": "request",
+    "parse_request": "request",
+    "Row": "candidates",
+    "Scope": "candidates",
+    "Ranked": "ranking",
+    "FTS_MATCH": "ranking",
+    "ACTIVE_BRANCH": "ranking",
+    "AUTHORITY": "ranking",
+    "MAX_TOKEN_PENALTY": "ranking",
+    "TOKENS_FOR_FULL_PENALTY": "ranking",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

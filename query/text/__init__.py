@@ -1,1 +1,45 @@
-"""text"""
+"""Text: what a user message is about and where a stored text matches it.
+
+Normalizing and folding, stopwords, term extraction, FTS5 query building and match
+verification (docs/specification.md steps 2-4 and 7-8). Knows no index.
+
+The public API is ``_EXPORTS`` below: what other packages may use (tests/test_layers.py
+checks it); everything else is this package's own. Each name is imported on first
+use, so importing one module of the package stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the module of this package that defines it.
+_EXPORTS = {
+    "extract_terms": "terms",
+    "QueryTerms": "terms",
+    "Term": "terms",
+    "IDENTIFIER": "terms",
+    "PATH": "terms",
+    "ERROR": "terms",
+    "FLAG": "terms",
+    "PHRASE": "terms",
+    "TECHNOLOGY": "terms",
+    "KEYWORD": "terms",
+    "LITERAL_KINDS": "terms",
+    "FILE_KINDS": "terms",
+    "SYMBOL_KINDS": "terms",
+    "ERROR_KINDS": "terms",
+    "build_fts_query": "fts_query",
+    "build_phrase_query": "fts_query",
+    "TermMatcher": "matching",
+    "Match": "matching",
+    "FoldedText": "normalize",
+    "fold": "normalize",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
