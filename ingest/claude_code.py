@@ -14,8 +14,8 @@ Mapping to the normalized record (``ingest.entries``):
   never is. Claude Code writes one assistant entry per content block, so a
   thinking-only entry has no text and is never evidence.
 - The compaction summary (``isCompactSummary``), meta records and slash-command
-  records are indexed with their text but never evidence (they are Claude Code's
-  words, or the summary already in the model's context).
+  records are kept without text, never evidence: they are Claude Code's words (the
+  model's summary, command echoes), not the conversation's.
 - ``compact_boundary`` becomes a ``compaction`` record whose parent is the
   boundary's ``logicalParentUuid``, so the branch continues across compactions,
   and whose ``first_kept_id`` is the head of the preserved segment: the messages
@@ -136,8 +136,10 @@ def _message_record(record: dict[str, Any], entry_type: str, message: dict[str, 
     text = _cap(content_text(content))
     record["type"] = "message"
     record["role"] = "toolResult" if results else entry_type
+    if _never_evidence(obj, text):
+        return  # not even searchable: rowid-scoped searches trust the branch's types
     record["text"] = text
-    record["eligible"] = bool(text.strip()) and not _never_evidence(obj, text)
+    record["eligible"] = bool(text.strip())
 
 
 def _never_evidence(obj: dict[str, Any], text: str) -> bool:

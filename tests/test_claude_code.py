@@ -101,9 +101,9 @@ def test_attachments_summaries_and_command_records_are_never_evidence():
         if row["type"] == "attachment":  # system prompts, reminders, hook context
             assert entry["text"] == "" and not entry["eligible"]
         if row.get("isCompactSummary") or row.get("isMeta"):
-            assert not entry["eligible"]
+            assert entry["text"] == "" and not entry["eligible"]
         if "<command-name>/compact" in json.dumps(row.get("message")):
-            assert not entry["eligible"]
+            assert entry["text"] == "" and not entry["eligible"]
     snapshot = next(o for o in lines_of(MAIN) if o.get("type") == "api-request-blob")
     assert snapshot.get("uuid") is None  # copies of sent prompts: outside the tree, skipped
 
@@ -238,6 +238,13 @@ def test_entries_in_context_are_never_evidence(ask):
     assert ask("what is PRESERVED_PROMPT_6021 about?")["evidence"] == []  # preserved
     live = ask("remind me of LIVE_MARKER_2718")  # removed by the second compaction
     assert [i["entry_id"] for i in live["evidence"]] == [by_text(MAIN, "LIVE_MARKER_2718")["uuid"]]
+
+
+def test_an_old_compaction_summary_never_comes_back(ask):
+    summaries = {o["uuid"] for o in lines_of(MAIN) if o.get("isCompactSummary")}
+    response = ask("Pick up the last task: which identifiers are kept in this summary?")
+    assert response["status"] == "ok"
+    assert not summaries & {item["entry_id"] for item in response["evidence"]}
 
 
 def test_a_folder_with_pi_and_claude_code_sessions_indexes_both(home, tmp_path):
