@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from lookback.errors import LookbackError, UserError
 
 COMMANDS = ("index", "status", "reindex", "retrieve", "search", "serve", "watch", "worker",
-            "context")
+            "context", "hook", "install")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lookback",
-        description="Index Pi coding-agent sessions and give back what compaction took "
+        description="Index Pi and Claude Code sessions and give back what compaction took "
                     "away: quoted evidence from earlier turns of the current branch.",
     )
     parser.add_argument("--home", help="data directory (default: $LOOKBACK_HOME or the "

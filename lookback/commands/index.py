@@ -19,7 +19,7 @@ from lookback.settings import Settings
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "index", help="index Pi session files (default: Pi's sessions folder)",
+        "index", help="index Pi and Claude Code session files (default: their folders)",
         description="Read new lines of Pi session files into one index per project. "
                     "Re-running reads only what was appended; rewritten files replace "
                     "their session.")

@@ -1,0 +1,45 @@
+"""``lookback hook claude-code``: the Claude Code UserPromptSubmit hook through the CLI.
+
+Reads the hook input on stdin, prints the evidence as ``additionalContext`` (see
+``lookback.claude_hook``). Fail-open: whatever goes wrong — settings included — it prints
+nothing and exits 0. ``lookback install claude-code`` writes a leaner command that runs
+the same code without the CLI's start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from lookback import claude_hook
+from lookback.commands.common import load
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "hook", help="agent hooks: `lookback hook claude-code` (UserPromptSubmit)",
+        description="Run as Claude Code's UserPromptSubmit hook: read the hook input on "
+                    "stdin, ask the reader (lookback serve), print the evidence as "
+                    "additionalContext. Never fails: on any problem it prints nothing.")
+    parser.add_argument("agent", choices=["claude-code"])
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = load(args)
+        url = f"http://{settings.server.host}:{settings.server.port}"
+        section = settings.claude_code
+        provider, timeout_ms = section.provider, section.hook_timeout_ms
+    except Exception:  # fail-open: a broken settings file must not block Claude Code
+        url, provider = claude_hook.DEFAULT_URL, claude_hook.DEFAULT_PROVIDER
+        timeout_ms = claude_hook.DEFAULT_TIMEOUT_MS
+    if os.environ.get("LOOKBACK_DISABLED"):
+        return 0
+    output = claude_hook.run_hook(sys.stdin.buffer.read(claude_hook.MAX_INPUT_BYTES),
+                                  url=url, provider=provider, timeout_ms=timeout_ms,
+                                  token=os.environ.get("LOOKBACK_TOKEN"))
+    if output:
+        sys.stdout.write(output)
+    return 0
