@@ -29,16 +29,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = load(args)
-        url = f"http://{settings.server.host}:{settings.server.port}"
-        section = settings.claude_code
-        provider, timeout_ms = section.provider, section.hook_timeout_ms
-    except Exception:  # fail-open: a broken settings file must not block Claude Code
-        url, provider = claude_hook.DEFAULT_URL, claude_hook.DEFAULT_PROVIDER
-        timeout_ms = claude_hook.DEFAULT_TIMEOUT_MS
+    except Exception:  # fail-open: a broken settings file adds nothing, blocks nothing
+        return 0
     if os.environ.get("LOOKBACK_DISABLED"):
         return 0
     output = claude_hook.run_hook(sys.stdin.buffer.read(claude_hook.MAX_INPUT_BYTES),
-                                  url=url, provider=provider, timeout_ms=timeout_ms,
+                                  url=f"http://{settings.server.host}:{settings.server.port}",
+                                  provider=settings.claude_code.provider,
+                                  timeout_ms=settings.claude_code.hook_timeout_ms,
                                   token=os.environ.get("LOOKBACK_TOKEN"))
     if output:
         sys.stdout.write(output)

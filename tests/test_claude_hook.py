@@ -1,0 +1,233 @@
+"""The Claude Code hook (lookback/claude_hook.py), its CLI command and its installer, against a
+live reader serving the recorded Claude Code fixture — and fail-open against broken ones."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lookback.query.context.evidence import FOOTER, HEADER
+
+from lookback import claude_hook
+from lookback.cli import main
+from lookback.commands.install import hook_command
+from tests.server.conftest import settings_for, start_server, stop_server
+from tests.support import index_paths
+from tests.test_claude_code import MAIN, MAIN_ID, PROJECT_DIR, by_text
+
+PROMPT = "Which deploy key did we pick, ORCHID_LATCH_9031?"
+
+
+def hook_input(prompt: str = PROMPT, transcript: Path = MAIN, **extra: Any) -> bytes:
+    return json.dumps({"session_id": MAIN_ID, "transcript_path": str(transcript),
+                       "cwd": "/tmp/lookback-claude-fixture/project", "prompt": prompt,
+                       "hook_event_name": "UserPromptSubmit", **extra}).encode()
+
+
+@pytest.fixture
+def reader_url(home: Path) -> Iterator[str]:
+    """A live reader (`lookback serve` in-process) over the indexed Claude Code fixture."""
+    index_paths(home, PROJECT_DIR)
+    server, thread = start_server(settings_for(home))
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    stop_server(server, thread)
+
+
+class Fake:
+    """A reader stand-in answering every POST with (status, body bytes) after ``delay``."""
+
+    def __init__(self, status: int = 200, body: bytes = b"{}", delay: float = 0.0) -> None:
+        self.status, self.body, self.delay = status, body, delay
+        self.requests: list[Any] = []
+
+    def __enter__(self) -> Fake:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                owner.requests.append((self.path, json.loads(raw)))
+                time.sleep(owner.delay)
+                try:
+                    self.send_response(owner.status)
+                    self.send_header("content-length", str(len(owner.body)))
+                    self.end_headers()
+                    self.wfile.write(owner.body)
+                except OSError:
+                    pass  # the hook gave up first
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def run(stdin: bytes, url: str, timeout_ms: float = 3000, provider: str = "anthropic"):
+    return claude_hook.run_hook(stdin, url=url, provider=provider, timeout_ms=timeout_ms)
+
+
+def context_of(output: str) -> str:
+    payload = json.loads(output)["hookSpecificOutput"]
+    assert payload["hookEventName"] == "UserPromptSubmit"
+    return payload["additionalContext"]
+
+
+# -- answers ------------------------------------------------------------------------------------
+
+
+def test_the_hook_hands_back_the_removed_entry_in_the_spec_envelope(reader_url):
+    context = context_of(run(hook_input(), reader_url))
+    first = by_text(MAIN, "ORCHID_LATCH_9031")
+    assert context.startswith(HEADER) and context.endswith(FOOTER)
+    assert f"Source entry: {first['uuid']} (session {MAIN_ID})" in context
+    assert 'Quoted content JSON: "The deploy key name is ORCHID_LATCH_9031.' in context
+    assert "THOUGHT_SECRET_77" not in context
+
+
+def test_the_context_is_exactly_the_readers_evidence_messages(reader_url):
+    body = claude_hook.retrieve_request(json.loads(hook_input()), "anthropic")
+    response = claude_hook.post_json(reader_url, "/v1/retrieve", body,
+                                     deadline=time.monotonic() + 5)
+    texts = [block["text"] for item in response["evidence"]
+             for block in item["message"]["content"]]
+    assert len(texts) >= 1
+    assert context_of(run(hook_input(), reader_url)) == "\n\n".join(texts)
+
+
+def test_the_request_names_the_transcript_prompt_and_provider():
+    with Fake(body=b'{"status": "no-query", "evidence": []}') as fake:
+        assert run(hook_input(), fake.url, provider="anthropic") is None
+    assert fake.requests == [("/v1/retrieve", {"session_file": str(MAIN), "message": PROMPT,
+                                               "provider": "anthropic"})]
+
+
+def test_no_topic_or_nothing_removed_adds_nothing(reader_url):
+    assert run(hook_input("ok grazie, vai pure"), reader_url) is None
+    assert run(hook_input("what is PRESERVED_PROMPT_6021 about?"), reader_url) is None
+
+
+# -- fail-open ----------------------------------------------------------------------------------
+
+
+def test_reader_down_adds_nothing_at_once():
+    with Fake() as fake:
+        pass  # closed: nothing listens on that port any more
+    started = time.monotonic()
+    assert run(hook_input(), fake.url) is None
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_slow_reader_is_abandoned_at_the_timeout():
+    with Fake(body=b'{"status": "ok"}', delay=3.0) as fake:
+        started = time.monotonic()
+        assert run(hook_input(), fake.url, timeout_ms=300) is None
+        assert time.monotonic() - started < 1.5
+
+
+@pytest.mark.parametrize("status, body", [(500, b'{"status": "error"}'), (200, b"not json"),
+                                          (200, b'{"status": "ok", "evidence": "junk"}'),
+                                          (200, b'{"status": "not-indexed", "evidence": []}'),
+                                          (200, b"[1, 2]")])
+def test_error_answers_add_nothing(status, body):
+    with Fake(status, body) as fake:
+        assert run(hook_input(), fake.url) is None
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("stdin", [b"", b"not json", b"[]",
+                                   hook_input(hook_event_name="PreToolUse"),
+                                   hook_input(prompt="   "),
+                                   hook_input(transcript=Path("relative.jsonl"))])
+def test_bad_hook_input_adds_nothing_and_asks_nobody(stdin):
+    with Fake(body=b'{"status": "ok"}') as fake:
+        assert run(stdin, fake.url) is None
+    assert fake.requests == []
+
+
+def test_the_script_exits_0_silently_on_anything():
+    script = str(Path(claude_hook.__file__))
+    for argv in (["--url", "http://127.0.0.1:9"], ["--bogus"], ["--url"]):
+        done = subprocess.run([sys.executable, "-S", "-I", script, *argv], input=hook_input(),
+                              capture_output=True, timeout=30, check=False)
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+
+
+def test_the_cli_command_fails_open_too(monkeypatch, capsys, home, tmp_path):
+    monkeypatch.setenv("LOOKBACK_HOME", str(home))
+    monkeypatch.setenv("LOOKBACK_SERVER__PORT", "9")  # nothing listens there
+    monkeypatch.setattr(sys, "stdin", _Stdin(hook_input()))
+    assert main(["hook", "claude-code"]) == 0
+    assert capsys.readouterr().out == ""
+    (tmp_path / "bad.toml").write_text("this is not toml [")
+    monkeypatch.setenv("LOOKBACK_CONFIG", str(tmp_path / "bad.toml"))
+    assert main(["hook", "claude-code"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_the_cli_command_answers_with_the_settings_reader(monkeypatch, capsys, reader_url):
+    monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
+    monkeypatch.setattr(sys, "stdin", _Stdin(hook_input()))
+    assert main(["hook", "claude-code"]) == 0
+    assert HEADER in context_of(capsys.readouterr().out)
+
+
+class _Stdin:
+    def __init__(self, data: bytes) -> None:
+        self.buffer = io.BytesIO(data)
+
+
+# -- install ------------------------------------------------------------------------------------
+
+
+def test_install_writes_a_hook_that_runs(monkeypatch, capsys, tmp_path, reader_url):
+    project = tmp_path / "project"
+    settings_file = project / ".claude" / "settings.json"
+    settings_file.parent.mkdir(parents=True)
+    other = {"hooks": [{"type": "command", "command": "echo other"}]}
+    settings_file.write_text(json.dumps({"model": "x", "hooks": {"UserPromptSubmit": [other]}}))
+    monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
+    assert main(["install", "claude-code", "--project", str(project)]) == 0
+    assert main(["install", "claude-code", "--project", str(project)]) == 0  # idempotent
+    written = json.loads(settings_file.read_text())
+    groups = written["hooks"]["UserPromptSubmit"]
+    assert written["model"] == "x" and groups[0] == other and len(groups) == 2
+    hook = groups[1]["hooks"][0]
+    assert hook["type"] == "command" and "claude_hook.py" in hook["command"]
+    assert " -S -I " in hook["command"] and "--provider anthropic" in hook["command"]
+    done = subprocess.run(hook["command"], shell=True, input=hook_input(),
+                          capture_output=True, timeout=30, check=False)
+    assert done.returncode == 0 and HEADER in context_of(done.stdout.decode())
+    capsys.readouterr()
+
+
+def test_install_print_shows_the_snippet(capsys, home, monkeypatch):
+    monkeypatch.setenv("LOOKBACK_HOME", str(home))
+    monkeypatch.setenv("LOOKBACK_CLAUDE_CODE__PROVIDER", "bedrock")
+    assert main(["install", "claude-code", "--print"]) == 0
+    snippet = json.loads(capsys.readouterr().out)
+    command = snippet["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    assert "--provider bedrock" in command and command.endswith("--timeout-ms 1500")
+
+
+def test_hook_command_quotes_paths():
+    from lookback.settings import load_settings
+
+    command = hook_command(load_settings({}, environ={}), python="/opt/my python/bin/python3")
+    assert command.startswith("'/opt/my python/bin/python3' -S -I ")
