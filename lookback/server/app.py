@@ -202,7 +202,9 @@ class ReaderApp:
         return 200, response, {}
 
     def plan(self, body: dict, grant: frozenset[str] | None) -> Reply:
-        from lookback.query.context.planner import plan
+        """The planner's decision from kinds and token counts (no conversation text):
+        see ``lookback.query.context.planner.decide``; the client applies it."""
+        from lookback.query.context.planner import decide
 
         messages, evidence = body.get("messages"), body.get("evidence", [])
         if not isinstance(messages, list) or not isinstance(evidence, list):
@@ -210,9 +212,9 @@ class ReaderApp:
         budget = body.get("max_retrieved_history_tokens",
                           self.settings.retrieval.max_retrieved_history_tokens)
         try:
-            result = plan(messages, evidence, max_retrieved_history_tokens=budget,
-                          input_target_tokens=body.get("input_target_tokens"),
-                          hard_limit_tokens=body.get("hard_limit_tokens"))
+            result = decide(messages, evidence, max_retrieved_history_tokens=budget,
+                            input_target_tokens=body.get("input_target_tokens"),
+                            hard_limit_tokens=body.get("hard_limit_tokens"))
         except ValueError as error:
             raise ApiError(400, "invalid-request", str(error)) from None
         self._record_plan(evidence, result, grant)

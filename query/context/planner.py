@@ -1,23 +1,33 @@
 """Fit retrieved evidence into the message list the agent is about to send.
 
+The planner decides; the client applies. ``decide`` sees no conversation text: per
+message only its kind (``user`` — a real request —, ``evidence``, ``summary``,
+``assistant``, ``toolResult``, ``other``) and a token estimate, and per evidence item
+its source, rank position and tokens. It answers a *decision*: where the evidence goes
+(``insert_before``, the index of the latest real user message) and which sources, in
+which order. The client (the Pi extension; ``apply_decision`` here) inserts those
+evidence messages — its own copies from the retrieve answer — and checks the result
+is its original messages with only enveloped evidence inserted immediately before the
+latest real user message; anything else gives the original messages. So a reader can
+neither read nor rewrite the conversation.
+
 Priorities follow docs/specification.md: recent conversation 100, retrieved evidence 85,
-active summaries (Pi's compaction and branch summaries) 75. The conversation Pi
-hands over — recent turns and its summaries alike — is mandatory context: the planner
-never drops or edits one of Pi's messages, so evidence only competes for the room left
-beside it, and the priorities appear in the token accounting.
+active summaries (Pi's compaction and branch summaries) 75. The conversation is
+mandatory context: evidence only competes for the room left beside it, and the
+priorities appear in the token accounting.
 
 Evidence arrives ranked (best first). Each evidence message is atomic: it goes in
 whole or not at all. Items are taken in rank order while they fit both the retrieval
 budget (``max_retrieved_history_tokens``) and the room left under the active input
 target and the hard limit; the first one that does not fit, and every lower-ranked
 one after it, is excluded, so a lower-ranked item never displaces a better one.
-The included messages go immediately before the latest real user message.
 
 Fail-open: when the mandatory context alone exceeds the hard limit, when there is no
-real user message, when a message or evidence item is malformed, or when the final
-list fails validation, every synthetic message is dropped and the original
-``AgentMessage[]`` comes back unchanged with ``fallback`` saying why. A provider call
-is never blocked by retrieval.
+real user message, when a message or evidence item is malformed, the decision inserts
+nothing and ``fallback`` says why. A provider call is never blocked by retrieval.
+
+``plan`` is the same for a Python caller holding whole messages: it describes them,
+decides and applies the decision.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from lookback.query.context.messages import (
     EVIDENCE_FOOTER,
     EVIDENCE_HEADER,
     estimate_message_tokens,
+    is_evidence_message,
     is_summary_message,
     latest_real_user_message,
     message_text,
@@ -37,43 +48,50 @@ PRIORITY_RECENT = 100
 PRIORITY_EVIDENCE = 85
 PRIORITY_SUMMARY = 75
 
+#: What ``decide`` may be told about one message.
+KINDS = frozenset({"user", "evidence", "summary", "assistant", "toolResult", "other"})
+#: Most messages and evidence items one decision request may describe.
+MAX_DESCRIBED = 100_000
+
 
 class _Fallback(Exception):
-    """Raised inside the planner to return the original messages with a reason."""
+    """Raised inside the planner to insert nothing, with a reason."""
 
 
-def plan(
-    messages: list[dict],
-    evidence: list[dict],
+# ---------------------------------------------------------------------------------------
+# The decision (what the reader computes)
+
+
+def decide(
+    messages: Any,
+    evidence: Any,
     *,
     max_retrieved_history_tokens: int,
     input_target_tokens: int | None = None,
     hard_limit_tokens: int | None = None,
 ) -> dict:
-    """Return the final message list with as much ranked evidence as fits.
+    """Decide which ranked evidence goes where, from kinds and token counts only.
 
-    ``messages`` is Pi's ``AgentMessage[]``; ``evidence`` is the privacy-allowed,
-    ranked list of evidence items, each with ``message`` (the user-role evidence
-    envelope), ``tokens``, ``score``, ``tier``, ``group_id``, ``entry_id`` and
-    ``session_id``. Returns ``{"messages", "included", "excluded", "tokens",
-    "fallback"}``; ``fallback`` is None, or the reason the original messages were
-    returned unchanged. Neither input is modified. Budgets that are not non-negative
-    integers raise ``ValueError``.
+    ``messages``: one ``{"kind", "tokens"}`` per message, in order. ``evidence``: the
+    ranked items, each ``{"entry_id", "session_id", "tokens"}`` (``group_id``, ``tier``,
+    ``score`` are carried into the records). Returns ``{"decision": {"insert_before",
+    "sources"} or None, "included", "excluded", "tokens", "fallback"}``. Budgets that
+    are not non-negative integers raise ``ValueError``.
     """
-    _check_budget("max_retrieved_history_tokens", max_retrieved_history_tokens, optional=False)
-    _check_budget("input_target_tokens", input_target_tokens, optional=True)
-    _check_budget("hard_limit_tokens", hard_limit_tokens, optional=True)
-    budgets = {
-        "retrieval_budget": max_retrieved_history_tokens,
-        "input_target": input_target_tokens,
-        "hard_limit": hard_limit_tokens,
-    }
+    budgets = _budgets(max_retrieved_history_tokens, input_target_tokens, hard_limit_tokens)
     tokens: dict[str, Any] = dict(budgets)
     try:
         tokens.update(_mandatory_tokens(messages))
         return _fit(messages, evidence, tokens)
     except _Fallback as fallback:
-        return _fallback_result(messages, evidence, tokens, str(fallback))
+        return _fallback_result(evidence, tokens, str(fallback))
+
+
+def _budgets(retrieval: Any, target: Any, hard: Any) -> dict[str, Any]:
+    _check_budget("max_retrieved_history_tokens", retrieval, optional=False)
+    _check_budget("input_target_tokens", target, optional=True)
+    _check_budget("hard_limit_tokens", hard, optional=True)
+    return {"retrieval_budget": retrieval, "input_target": target, "hard_limit": hard}
 
 
 def _check_budget(name: str, value: Any, *, optional: bool) -> None:
@@ -84,59 +102,62 @@ def _check_budget(name: str, value: Any, *, optional: bool) -> None:
 
 
 def _mandatory_tokens(messages: Any) -> dict[str, int]:
-    """Token cost of Pi's own messages, by priority class; malformed ones fall back."""
-    if not isinstance(messages, list):
+    """Token cost of the client's own messages, by priority class."""
+    if not isinstance(messages, list) or len(messages) > MAX_DESCRIBED:
         raise _Fallback("malformed messages: not a list")
     recent = summaries = 0
     for index, message in enumerate(messages):
-        problem = _message_problem(message)
+        problem = _description_problem(message)
         if problem:
             raise _Fallback(f"malformed message at index {index}: {problem}")
-        cost = estimate_message_tokens(message)
-        if is_summary_message(message):
-            summaries += cost
+        if message["kind"] == "summary":
+            summaries += message["tokens"]
         else:
-            recent += cost
+            recent += message["tokens"]
     return {"recent": recent, "summaries": summaries, "mandatory": recent + summaries}
 
 
-def _message_problem(message: Any) -> str | None:
+def _description_problem(message: Any) -> str | None:
     if not isinstance(message, dict):
         return "not an object"
-    if not isinstance(message.get("role"), str) or not message["role"]:
-        return "no role"
-    if message["role"] in ("user", "assistant", "toolResult"):
-        content = message.get("content")
-        if not isinstance(content, str | list):
-            return "content is neither text nor a list of blocks"
-        if isinstance(content, list) and not all(isinstance(b, dict) for b in content):
-            return "content holds a block that is not an object"
+    if message.get("kind") not in KINDS:
+        return "unknown kind"
+    if not _count(message.get("tokens")):
+        return "tokens is not a non-negative integer"
     return None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _fit(messages: list[dict], evidence: Any, tokens: dict[str, Any]) -> dict:
     hard_limit = tokens["hard_limit"]
     if hard_limit is not None and tokens["mandatory"] > hard_limit:
         raise _Fallback("mandatory context exceeds the hard limit")
-    if not isinstance(evidence, list):
+    if not isinstance(evidence, list) or len(evidence) > MAX_DESCRIBED:
         raise _Fallback("malformed evidence: not a list")
     if not evidence:
-        return _result(messages, [], [], tokens, evidence_tokens=0)
-    latest = latest_real_user_message(messages)
-    if latest is None:
+        return _result(None, [], [], tokens, evidence_tokens=0)
+    index = latest_request_index(messages)
+    if index is None:
         raise _Fallback("no real user message to place evidence before")
     for item in evidence:
         problem = _evidence_problem(item)
         if problem:
             raise _Fallback(f"malformed evidence {_source(item)}: {problem}")
-
     chosen, excluded, used = _select(evidence, tokens)
-    index = latest[0]
-    inserted = [item["message"] for item, _ in chosen]
-    final = messages[:index] + inserted + messages[index:]
-    _validate_final(final, messages, inserted, tokens["mandatory"] + used, hard_limit)
+    decision = {"insert_before": index, "sources": [_source(item) for item, _ in chosen]}
     included = [_included_record(item, cost) for item, cost in chosen]
-    return _result(final, included, excluded, tokens, evidence_tokens=used)
+    return _result(decision, included, excluded, tokens, evidence_tokens=used)
+
+
+def latest_request_index(messages: list[dict]) -> int | None:
+    """Index of the last message described as a real user request."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index]["kind"] == "user":
+            return index
+    return None
 
 
 def _evidence_problem(item: Any) -> str | None:
@@ -145,20 +166,9 @@ def _evidence_problem(item: Any) -> str | None:
     for key in ("entry_id", "session_id"):
         if not isinstance(item.get(key), str) or not item[key]:
             return f"missing {key}"
-    message = item.get("message")
-    if not isinstance(message, dict) or message.get("role") != "user":
-        return "message is not a user-role message"
-    text = message_text(message).strip()
-    if not text.startswith(EVIDENCE_HEADER) or not text.endswith(EVIDENCE_FOOTER):
-        return "message is not an evidence envelope"
+    if not _count(item.get("tokens")):
+        return "tokens is not a non-negative integer"
     return None
-
-
-def _item_cost(item: dict) -> int:
-    """Tokens an evidence item costs: its own estimate or its message's, the larger."""
-    declared = item.get("tokens")
-    declared = declared if isinstance(declared, int) and not isinstance(declared, bool) else 0
-    return max(declared, estimate_message_tokens(item["message"]))
 
 
 def _select(
@@ -183,7 +193,7 @@ def _select(
         if stopped:
             excluded.append(_excluded_record(item, f"{stopped} (ranked below excluded evidence)"))
             continue
-        cost = _item_cost(item)
+        cost = item["tokens"]
         full = next((reason for reason, room in rooms.items() if used + cost > room), None)
         if full:
             stopped = full
@@ -192,36 +202,6 @@ def _select(
         chosen.append((item, cost))
         used += cost
     return chosen, excluded, used
-
-
-def _validate_final(
-    final: list[dict],
-    original: list[dict],
-    inserted: list[dict],
-    total: int,
-    hard_limit: int | None,
-) -> None:
-    """Check the evidence sits right before the real request and nothing else moved."""
-    if not inserted:
-        return
-    latest = latest_real_user_message(final)
-    if latest is None:
-        raise _Fallback("final validation failed: no real user message")
-    index = latest[0]
-    placed = final[index - len(inserted) : index]
-    if not _same_objects(placed, inserted):
-        raise _Fallback("final validation failed: evidence is not before the latest request")
-    inserted_ids = {id(message) for message in inserted}
-    kept = [message for message in final if id(message) not in inserted_ids]
-    if not _same_objects(kept, original):
-        raise _Fallback("final validation failed: original messages changed")
-    if hard_limit is not None and total > hard_limit:
-        raise _Fallback("final validation failed: over the hard limit")
-
-
-def _same_objects(left: list[dict], right: list[dict]) -> bool:
-    """True when both lists hold the very same message objects in the same order."""
-    return len(left) == len(right) and all(a is b for a, b in zip(left, right, strict=True))
 
 
 def _source(item: Any) -> str:
@@ -252,7 +232,7 @@ def _excluded_record(item: Any, reason: str) -> dict:
 
 
 def _result(
-    messages: list[dict],
+    decision: dict | None,
     included: list[dict],
     excluded: list[dict],
     tokens: dict[str, Any],
@@ -262,7 +242,7 @@ def _result(
     totals = {**tokens, "evidence": evidence_tokens}
     totals["total"] = tokens["mandatory"] + evidence_tokens
     return {
-        "messages": messages,
+        "decision": decision,
         "included": included,
         "excluded": excluded,
         "tokens": totals,
@@ -270,15 +250,126 @@ def _result(
     }
 
 
-def _fallback_result(messages: Any, evidence: Any, tokens: dict[str, Any], reason: str) -> dict:
+def _fallback_result(evidence: Any, tokens: dict[str, Any], reason: str) -> dict:
     items = evidence if isinstance(evidence, list) else []
     totals = {**tokens, "evidence": 0}
     if "mandatory" in totals:
         totals["total"] = totals["mandatory"]
     return {
-        "messages": messages,
+        "decision": None,
         "included": [],
-        "excluded": [_excluded_record(item, f"fallback: {reason}") for item in items],
+        "excluded": [_excluded_record(item, f"fallback: {reason}") for item in items[:1000]],
         "tokens": totals,
         "fallback": reason,
     }
+
+
+# ---------------------------------------------------------------------------------------
+# The client side: describing messages, applying a decision
+
+
+def message_kind(message: dict) -> str:
+    """The kind ``decide`` is told for one of Pi's ``AgentMessage``s."""
+    if is_evidence_message(message):
+        return "evidence"
+    if is_summary_message(message):
+        return "summary"
+    role = message.get("role")
+    if role == "user":
+        return "user"
+    return role if role in ("assistant", "toolResult") else "other"
+
+
+def describe(messages: list[dict]) -> list[dict]:
+    """Kinds and token estimates: all ``decide`` needs to know of the conversation."""
+    return [{"kind": message_kind(m), "tokens": estimate_message_tokens(m)} for m in messages]
+
+
+def apply_decision(messages: list[dict], evidence: list[dict], decision: Any) -> list[dict]:
+    """``messages`` with the decided evidence messages inserted, or ``messages`` itself
+    when the decision is anything but evidence of ``evidence``, each once, placed
+    immediately before the latest real user message."""
+    if not isinstance(decision, dict) or not isinstance(decision.get("sources"), list):
+        return messages
+    latest = latest_real_user_message(messages)
+    if latest is None or decision.get("insert_before") != latest[0]:
+        return messages
+    by_source = {_source(item): item for item in evidence if isinstance(item, dict)}
+    sources = decision["sources"]
+    if len(set(map(str, sources))) != len(sources) or not all(s in by_source for s in sources):
+        return messages
+    inserted = [by_source[source].get("message") for source in sources]
+    if not all(_is_envelope(message) for message in inserted):
+        return messages
+    index = latest[0]
+    return messages[:index] + inserted + messages[index:]
+
+
+def _is_envelope(message: Any) -> bool:
+    if not isinstance(message, dict) or message.get("role") != "user":
+        return False
+    text = message_text(message).strip()
+    return text.startswith(EVIDENCE_HEADER) and text.endswith(EVIDENCE_FOOTER)
+
+
+def plan(
+    messages: list[dict],
+    evidence: list[dict],
+    *,
+    max_retrieved_history_tokens: int,
+    input_target_tokens: int | None = None,
+    hard_limit_tokens: int | None = None,
+) -> dict:
+    """The final message list with as much ranked evidence as fits, for a caller that
+    holds whole messages: ``{"messages", "included", "excluded", "tokens",
+    "fallback"}``. Neither input is modified."""
+    budgets = {"max_retrieved_history_tokens": max_retrieved_history_tokens,
+               "input_target_tokens": input_target_tokens,
+               "hard_limit_tokens": hard_limit_tokens}
+    _budgets(*budgets.values())
+    problem = _whole_input_problem(messages, evidence)
+    if problem:
+        result = _fallback_result(evidence, dict(_budgets(*budgets.values())), problem)
+    else:
+        described = [{**item, "tokens": _item_cost(item)} for item in evidence]
+        result = decide(describe(messages), described, **budgets)
+    final = apply_decision(messages, evidence, result["decision"])
+    return {"messages": final, **{k: v for k, v in result.items() if k != "decision"}}
+
+
+def _whole_input_problem(messages: Any, evidence: Any) -> str | None:
+    if not isinstance(messages, list):
+        return "malformed messages: not a list"
+    for index, message in enumerate(messages):
+        problem = _message_problem(message)
+        if problem:
+            return f"malformed message at index {index}: {problem}"
+    for item in evidence if isinstance(evidence, list) else []:
+        if isinstance(item, dict) and not _is_envelope(item.get("message")):
+            if not isinstance(item.get("message"), dict) or item["message"].get("role") != "user":
+                return f"malformed evidence {_source(item)}: message is not a user-role message"
+            return f"malformed evidence {_source(item)}: message is not an evidence envelope"
+    return None
+
+
+def _message_problem(message: Any) -> str | None:
+    if not isinstance(message, dict):
+        return "not an object"
+    if not isinstance(message.get("role"), str) or not message["role"]:
+        return "no role"
+    if message["role"] in ("user", "assistant", "toolResult"):
+        content = message.get("content")
+        if not isinstance(content, str | list):
+            return "content is neither text nor a list of blocks"
+        if isinstance(content, list) and not all(isinstance(b, dict) for b in content):
+            return "content holds a block that is not an object"
+    return None
+
+
+def _item_cost(item: Any) -> Any:
+    """Tokens an evidence item costs: its own estimate or its message's, the larger."""
+    if not isinstance(item, dict) or not isinstance(item.get("message"), dict):
+        return item.get("tokens") if isinstance(item, dict) else None
+    declared = item.get("tokens")
+    declared = declared if _count(declared) else 0
+    return max(declared, estimate_message_tokens(item["message"]))

@@ -9,7 +9,7 @@ from lookback.query.context.messages import estimate_message_tokens
 
 from lookback.cli import main
 
-from .conftest import EARLY_USER_TEXT, PROMPT, SESSION_ID, retrieve_body
+from .conftest import EARLY_USER_TEXT, SESSION_ID, retrieve_body
 
 
 def item_cost(item: dict) -> int:
@@ -59,7 +59,8 @@ def test_excluded_lists_planner_exclusions(app, home, session_file, capsys):
     record_retrievals(app, session_file, retrieve_body(session_file))
     evidence = json.loads(app.handle("POST", "/v1/retrieve", None, json.dumps(
         retrieve_body(session_file)).encode())[1])["evidence"]
-    messages = [{"role": "user", "content": [{"type": "text", "text": PROMPT}], "timestamp": 1}]
+    messages = [{"kind": "user", "tokens": 20}]
+    evidence = [{**item, "tokens": item_cost(item)} for item in evidence]
     status, _, _ = app.handle("POST", "/v1/plan", None, json.dumps(
         {"messages": messages, "evidence": evidence,
          "max_retrieved_history_tokens": item_cost(evidence[0])}).encode())

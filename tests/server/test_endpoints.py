@@ -41,26 +41,22 @@ def test_search_and_source(serve, session_file):
     assert EARLY_USER_TEXT in json.dumps(source.body)
 
 
-def test_plan_places_evidence_before_the_prompt_and_records_it(serve, session_file):
+def test_plan_decides_from_kinds_and_tokens_and_records_it(serve, session_file):
     client = serve()
     evidence = client.post("/v1/retrieve", retrieve_body(session_file)).body["evidence"]
-    messages = [
-        {"role": "user", "content": [{"type": "text", "text": "how do we set things?"}],
-         "timestamp": 1},
-        {"role": "assistant", "content": [{"type": "text", "text": "Good catch."}],
-         "timestamp": 2},
-        {"role": "user", "content": [{"type": "text", "text": PROMPT}], "timestamp": 3},
-    ]
+    described = [{"kind": "user", "tokens": 12}, {"kind": "assistant", "tokens": 8},
+                 {"kind": "user", "tokens": 20}]
+    refs = [{"entry_id": e["entry_id"], "session_id": e["session_id"],
+             "tokens": max(e["tokens"], estimate_message_tokens(e["message"]))}
+            for e in evidence]
     # A budget that fits only the first (best-ranked) evidence item.
-    budget = max(evidence[0]["tokens"], estimate_message_tokens(evidence[0]["message"]))
-    planned = client.post("/v1/plan", {"messages": messages, "evidence": evidence,
-                                       "max_retrieved_history_tokens": budget})
+    planned = client.post("/v1/plan", {"messages": described, "evidence": refs,
+                                       "max_retrieved_history_tokens": refs[0]["tokens"]})
 
     assert planned.status == 200
-    final = planned.body["messages"]
-    assert final[:2] == messages[:2] and final[-1] == messages[-1]
-    assert final[2] == evidence[0]["message"]
-    assert len(final) == 4
+    assert planned.body["decision"] == {
+        "insert_before": 2, "sources": [f"{SESSION_ID}:{evidence[0]['entry_id']}"]}
+    assert "messages" not in planned.body  # a decision, never a conversation
     assert [e["entry_id"] for e in planned.body["excluded"]] == [evidence[1]["entry_id"]]
 
     client.app.manifests.flush()
@@ -71,6 +67,17 @@ def test_plan_places_evidence_before_the_prompt_and_records_it(serve, session_fi
     assert planner_excluded[0]["reason"].startswith("retrieval budget full")
     included = [i["entry_id"] for i in latest["items"] if i["included"]]
     assert included == [evidence[0]["entry_id"]]
+
+
+def test_plan_given_a_conversation_decides_nothing(serve, session_file):
+    client = serve()
+    evidence = client.post("/v1/retrieve", retrieve_body(session_file)).body["evidence"]
+    conversation = [{"role": "user", "content": [{"type": "text", "text": PROMPT}]}]
+    answer = client.post("/v1/plan", {"messages": conversation, "evidence": evidence})
+    assert answer.status == 200
+    assert answer.body["decision"] is None
+    assert answer.body["fallback"] == "malformed message at index 0: unknown kind"
+    assert PROMPT not in json.dumps(answer.body)
 
 
 def test_plan_rejects_a_bad_budget(serve):
