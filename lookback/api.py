@@ -58,7 +58,7 @@ def search(request: dict[str, Any], *, settings: Settings | None = None,
     """Explicit history search with a chosen scope (branch, session or project)."""
     settings = settings or load_settings()
     reader = reader or default_reader(settings)
-    return HistorySearch(reader).search(request)
+    return HistorySearch(reader, _policy(settings)).search(request)
 
 
 def source(request: dict[str, Any], *, settings: Settings | None = None,
@@ -66,7 +66,12 @@ def source(request: dict[str, Any], *, settings: Settings | None = None,
     """One entry's full indexed text, by session and entry id."""
     settings = settings or load_settings()
     reader = reader or default_reader(settings)
-    return HistorySearch(reader).source(request)
+    return HistorySearch(reader, _policy(settings)).source(request)
+
+
+def _policy(settings: Settings) -> PrivacyPolicy:
+    """The configured privacy policy: every path that returns session text passes it."""
+    return PrivacyPolicy.from_settings({"privacy": settings.section("privacy")})
 
 
 def health(settings: Settings | None = None) -> dict[str, Any]:

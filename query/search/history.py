@@ -10,6 +10,7 @@ result reaches the model too.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import apsw
@@ -49,7 +50,8 @@ class HistorySearch:
         try:
             with self.reader.session(**_names(request)) as view:
                 chosen, on_branch = self._ranked(view, terms, scope_name, limit,
-                                                 request.get("leaf_id"))
+                                                 request.get("leaf_id"),
+                                                 _branch_ids(request))
         except (NotIndexed, OSError):
             return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
                     "excluded": []}
@@ -65,11 +67,16 @@ class HistorySearch:
                 "results": shown, "excluded": excluded}
 
     def _ranked(self, view: SessionView, terms: QueryTerms, scope_name: str, limit: int,
-                leaf_id: str | None) -> tuple[list[Ranked], set[str]]:
+                leaf_id: str | None,
+                branch_ids: list[str] | None) -> tuple[list[Ranked], set[str]]:
         """Search, verify, rank and deduplicate inside the open read transaction."""
         connection = view.connection
-        scope, on_branch = self._scope(connection, view.path, view.session_id, scope_name,
-                                       leaf_id)
+        if branch_ids is not None:  # the client's own branch (Pi's getBranch()) is authoritative
+            scope, on_branch = _given_branch(connection, view.session_id, scope_name,
+                                             branch_ids)
+        else:
+            scope, on_branch = self._scope(connection, view.path, view.session_id, scope_name,
+                                           leaf_id)
         rows = Retriever._literal_rows(connection, terms, scope, 4 * limit)
         query = build_fts_query(terms)
         fts_rows = fts_search(connection, query, scope, 8 * limit) if query else []
@@ -136,6 +143,30 @@ def _search_fields(request: Any) -> tuple[str, str, int]:
                                                 and request.get("session_id")):
         raise RequestError("name the session: session_file, or project and session_id")
     return text[:200_000], scope, limit
+
+
+def _branch_ids(request: dict[str, Any]) -> list[str] | None:
+    ids = request.get("branch_ids")
+    if ids is None:
+        return None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise RequestError("branch_ids must be a list of entry ids")
+    return ids
+
+
+def _given_branch(connection: apsw.Connection, session_id: str, scope_name: str,
+                  branch_ids: list[str]) -> tuple[Scope, set[str]]:
+    """Scopes for a caller-given branch: its indexed, evidence-eligible rows."""
+    on_branch = set(branch_ids)
+    if scope_name == "session":
+        return Scope(session_id=session_id), on_branch
+    if scope_name == "project":
+        return Scope(), on_branch
+    rows = connection.execute(
+        "SELECT rowid, type FROM entries WHERE session_id = ? "
+        "AND entry_id IN (SELECT value FROM json_each(?))",
+        (session_id, json.dumps(branch_ids))).fetchall()
+    return Scope.of_rows(r for r, kind in rows if kind not in INELIGIBLE_WITH_TEXT), on_branch
 
 
 def _names(request: dict[str, Any]) -> dict[str, Any]:
