@@ -71,7 +71,7 @@ def source(request: dict[str, Any], *, settings: Settings | None = None,
 
 def _policy(settings: Settings) -> PrivacyPolicy:
     """The configured privacy policy: every path that returns session text passes it."""
-    return PrivacyPolicy.from_settings({"privacy": settings.section("privacy")})
+    return PrivacyPolicy.from_settings({"privacy": settings.privacy.as_dict()})
 
 
 def health(settings: Settings | None = None) -> dict[str, Any]:
