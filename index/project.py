@@ -17,10 +17,13 @@ from pathlib import Path
 
 import apsw
 from lookback.index.layout import ProjectDir, project_dir
-from lookback.index.store import open_writer
-from lookback.index.writer import append_events
+from lookback.index.store import open_writer, translate
+from lookback.index.writer import SetAside, append_events
 from lookback.ingest.events import Event
 from lookback.ingest.reader import FileState
+
+#: Driver errors that are not the index's fault and keep their type (callers report them).
+PASS_THROUGH = (apsw.FullError, apsw.BusyError)
 
 
 class WriterBusy(TimeoutError):
@@ -37,30 +40,40 @@ class ProjectWriter:
         self._lock = acquire_lock(self.project.lock_path, lock_timeout)
         try:
             generation = self.project.current_generation()
+            path = self.project.generation_path(generation or 1)
+            try:
+                self.connection = open_writer(path, cwd=cwd, namespace=namespace)
+            except PASS_THROUGH:
+                raise
+            except apsw.Error as error:
+                raise translate(error, f"project {self.project.name}") from None
             if generation is None:
-                generation = 1
-                self.connection = open_writer(self.project.generation_path(generation),
-                                              cwd=cwd, namespace=namespace)
-                self.project.set_current(generation)
-            else:
-                self.connection = open_writer(self.project.generation_path(generation),
-                                              cwd=cwd, namespace=namespace)
+                self.project.set_current(1)
         except BaseException:
             os.close(self._lock)
             raise
 
     def file_state(self, path: str) -> FileState | None:
-        row = self.connection.execute(
-            "SELECT state FROM files WHERE path = ?", (path,)
-        ).fetchone()
+        try:
+            row = self.connection.execute(
+                "SELECT state FROM files WHERE path = ?", (path,)
+            ).fetchone()
+        except PASS_THROUGH:
+            raise
+        except apsw.Error as error:
+            raise translate(error, f"project {self.project.name}") from None
         return None if row is None or row[0] is None else FileState.from_json(row[0])
 
     def write(self, events: Iterable[Event], *, state: FileState | None = None,
               states: Iterable[FileState] = (),
               source_ids: Iterable[str | None] | None = None,
-              extra: Callable[[apsw.Connection], None] | None = None) -> int:
+              extra: Callable[[apsw.Connection], None] | None = None,
+              on_set_aside: SetAside | None = None) -> int:
         """Append and apply ``events``; record the file ``state`` (or several ``states``,
-        when the events come from several files) in the same transaction."""
+        when the events come from several files) in the same transaction.
+
+        Driver errors other than disk-full and busy come out as the index's own
+        errors (``index.store.IndexCorrupt``/``IndexUnavailable``)."""
         recorded = [*states, *([state] if state is not None else [])]
 
         def record(connection: apsw.Connection) -> None:
@@ -74,7 +87,15 @@ class ProjectWriter:
             if extra is not None:
                 extra(connection)
 
-        return append_events(self.connection, events, source_ids=source_ids, extra=record)
+        try:
+            return append_events(self.connection, events, source_ids=source_ids, extra=record,
+                                 on_set_aside=on_set_aside)
+        except PASS_THROUGH:
+            raise
+        except apsw.Error as error:
+            if isinstance(error, apsw.ConstraintError | apsw.MismatchError | apsw.TooBigError):
+                raise  # an event the caller may set aside, not the index's fault
+            raise translate(error, f"project {self.project.name}") from None
 
     def close(self) -> None:
         try:

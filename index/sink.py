@@ -8,6 +8,12 @@ Small batches (the new lines of many short sessions) are gathered per project an
 committed together, up to ``flush_events`` events: one transaction per file would
 cost more than the file's rows. Each file's state is committed with its events,
 so an interrupted run still resumes exactly where its last commit stopped.
+
+A project whose index cannot be written (damaged, unreadable, locked too long) is
+set aside for the rest of the run: its files are skipped with one error line, its
+gathered events dropped uncommitted (their files are read again next run), and
+every other project goes on. Events that cannot be stored are set aside one by one
+(``index.writer``) and counted in ``set_aside``.
 """
 
 from __future__ import annotations
@@ -15,9 +21,20 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
-from lookback.index.project import ProjectWriter
+import apsw
+from lookback.index.layout import project_key
+from lookback.index.project import ProjectWriter, WriterBusy
+from lookback.index.store import IndexUnavailable
 from lookback.ingest.events import Event
+from lookback.ingest.pipeline import SinkUnavailable
 from lookback.ingest.reader import Batch, FileState
+
+#: Errors that make a project's index unusable for this run (others are bugs).
+PROJECT_ERRORS = (IndexUnavailable, WriterBusy, apsw.Error, OSError)
+
+
+class ProjectUnavailable(SinkUnavailable):
+    """This run cannot write the project's index; its files are skipped."""
 
 
 class EmbeddedSink:
@@ -29,15 +46,25 @@ class EmbeddedSink:
         self.flush_events = flush_events
         self._writers: OrderedDict[str, ProjectWriter] = OrderedDict()
         self._pending: dict[str, tuple[list[Event], dict[str, FileState]]] = {}
+        self.failures: dict[str, str] = {}  # cwd -> why its project was set aside
+        self.set_aside = 0  # events that could not be stored
 
     def writer(self, cwd: str) -> ProjectWriter:
+        if cwd in self.failures:
+            raise ProjectUnavailable(self.failures[cwd])
         writer = self._writers.pop(cwd, None)
         if writer is None:
-            writer = ProjectWriter(self.home, cwd, namespace=self.namespace)
+            try:
+                writer = ProjectWriter(self.home, cwd, namespace=self.namespace)
+            except PROJECT_ERRORS as error:
+                raise ProjectUnavailable(self._fail(cwd, error)) from None
         self._writers[cwd] = writer
         while len(self._writers) > self.max_open:
             name, oldest = self._writers.popitem(last=False)
-            self._flush(name, oldest)
+            try:
+                self._flush(name, oldest)
+            except ProjectUnavailable:
+                pass  # noted in failures; this file's project is another one
             oldest.close()
         return writer
 
@@ -45,10 +72,18 @@ class EmbeddedSink:
         pending = self._pending.get(cwd)
         if pending is not None and path in pending[1]:
             return pending[1][path]
-        return self.writer(cwd).file_state(path)
+        writer = self.writer(cwd)
+        try:
+            return writer.file_state(path)
+        except PROJECT_ERRORS as error:
+            message = self._fail(cwd, error)
+            self._close_writer(cwd)
+            raise ProjectUnavailable(message) from None
 
     def write(self, batch: Batch) -> None:
         cwd = batch.state.cwd
+        if cwd in self.failures:
+            raise ProjectUnavailable(self.failures[cwd])
         events, states = self._pending.setdefault(cwd, ([], {}))
         events.extend(batch.events)
         states[batch.state.path] = batch.state
@@ -56,22 +91,54 @@ class EmbeddedSink:
             self._flush(cwd, self.writer(cwd))
 
     def flush(self) -> None:
-        """Commit everything gathered so far."""
+        """Commit everything gathered so far (projects that fail are set aside)."""
         for cwd in list(self._pending):
-            self._flush(cwd, self.writer(cwd))
+            try:
+                self._flush(cwd, self.writer(cwd))
+            except ProjectUnavailable:
+                self._pending.pop(cwd, None)
 
     def _flush(self, cwd: str, writer: ProjectWriter) -> None:
         pending = self._pending.pop(cwd, None)
-        if pending is not None:
-            writer.write(pending[0], states=pending[1].values())
+        if pending is None:
+            return
+        try:
+            writer.write(pending[0], states=pending[1].values(), on_set_aside=self._count)
+        except PROJECT_ERRORS as error:
+            message = self._fail(cwd, error)
+            self._close_writer(cwd)
+            raise ProjectUnavailable(message) from None
+
+    def _count(self, event: Event, error: BaseException) -> None:
+        self.set_aside += 1
+
+    def _fail(self, cwd: str, error: BaseException) -> str:
+        """Set the project aside for this run; returns the one line that says why."""
+        reason = str(error) if isinstance(error, IndexUnavailable | WriterBusy) \
+            else f"{error.__class__.__name__}: {error}"
+        name = project_key(cwd, self.namespace)
+        message = reason if name in reason else f"project {name}: {reason}"
+        self.failures[cwd] = message
+        self._pending.pop(cwd, None)
+        return message
+
+    def _close_writer(self, cwd: str) -> None:
+        writer = self._writers.pop(cwd, None)
+        if writer is not None:
+            try:
+                writer.close()
+            except apsw.Error:
+                pass
 
     def close(self) -> None:
+        """Commit, close every writer and forget the failures (a later round retries)."""
         try:
             self.flush()
+            self.failures.clear()
         finally:
             while self._writers:
-                _, writer = self._writers.popitem()
-                writer.close()
+                cwd, _ = next(iter(self._writers.items()))
+                self._close_writer(cwd)
 
     def __enter__(self) -> EmbeddedSink:
         return self

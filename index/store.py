@@ -24,6 +24,27 @@ class IncompatibleIndex(IndexUnavailable):
     """The file's schema is newer than this code, or not an index at all."""
 
 
+class IndexCorrupt(IndexUnavailable):
+    """The file is damaged, truncated or not a database; ``lookback reindex --repair``
+    rebuilds it from its event log or the session files."""
+
+
+#: What the driver's errors mean here; the rest become plain IndexUnavailable.
+_CORRUPT = (apsw.NotADBError, apsw.CorruptError, apsw.FormatError)
+
+
+def translate(error: apsw.Error, where: str) -> IndexUnavailable:
+    """The Lookback error for a driver ``error`` raised on the index at ``where``.
+
+    Disk-full and busy errors keep their own types (callers retry or report them).
+    """
+    name = error.__class__.__name__
+    if isinstance(error, _CORRUPT):
+        return IndexCorrupt(f"{where}: the index is damaged ({name}); rebuild it with "
+                            "`lookback reindex --repair`")
+    return IndexUnavailable(f"{where}: cannot use the index ({name})")
+
+
 def open_writer(path: Path, *, cwd: str | None = None, namespace: str = "") -> apsw.Connection:
     """Open (creating if needed) an index file for writing, schema in place."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,6 +65,8 @@ def open_reader(path: Path) -> apsw.Connection:
         connection.set_busy_timeout(BUSY_TIMEOUT_MS)
         connection.execute("PRAGMA query_only=1")
         version = read_meta(connection, "schema_version")
+    except _CORRUPT as error:
+        raise translate(error, str(path)) from None
     except apsw.Error as error:
         # Chained: the reader's pool tells "out of file descriptors" from the cause.
         raise IndexUnavailable(f"cannot open index: {error.__class__.__name__}") from error

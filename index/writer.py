@@ -8,6 +8,12 @@ stream cursor). A failure rolls all of it back, so a retry starts clean.
 
 Applying is idempotent: an entry is keyed by (session id, entry id) and a repeated
 entry replaces the earlier one (Pi's "last write wins" for reused ids).
+
+One event that cannot be stored never costs its batch: when a batch fails with a
+``BAD_EVENT_ERRORS`` error, it is applied again with each event in its own savepoint,
+the bad ones are set aside (counted in the ``set_aside_events`` meta key and handed
+to ``on_set_aside``) and the rest commit. Errors of the index itself (disk full,
+corruption, busy) still fail the whole batch.
 """
 
 from __future__ import annotations
@@ -31,18 +37,41 @@ def text_hash(text: str) -> str:
     return hashlib.blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
+#: Errors that say "this event cannot be stored" rather than "the index cannot be written".
+BAD_EVENT_ERRORS: tuple[type[BaseException], ...] = (
+    EventError, KeyError, TypeError, ValueError, AttributeError, OverflowError,
+    RecursionError, apsw.ConstraintError, apsw.MismatchError, apsw.TooBigError,
+)
+
+#: Called with each event set aside and the error it raised.
+SetAside = Callable[[Event, BaseException], None]
+
+
 def append_events(connection: apsw.Connection, events: Iterable[Event], *,
                   source_ids: Iterable[str | None] | None = None,
-                  extra: Callable[[apsw.Connection], None] | None = None) -> int:
+                  extra: Callable[[apsw.Connection], None] | None = None,
+                  on_set_aside: SetAside | None = None) -> int:
     """Append ``events`` to the log and apply them in one transaction.
 
     ``source_ids`` (one per event, optional) are unique delivery ids: an event whose
     source id is already in the log is skipped, so re-delivery adds nothing.
-    Returns the number of events applied.
+    With ``on_set_aside``, events that cannot be stored are set aside instead of
+    failing the batch (see the module notes). Returns the number of events applied.
     """
     events = list(events)
     ids = list(source_ids) if source_ids is not None else [None] * len(events)
-    applied = 0
+    try:
+        return _append(connection, events, ids, extra, None)
+    except BAD_EVENT_ERRORS:
+        if on_set_aside is None:
+            raise
+    return _append(connection, events, ids, extra, on_set_aside)
+
+
+def _append(connection: apsw.Connection, events: list[Event], ids: list[str | None],
+            extra: Callable[[apsw.Connection], None] | None,
+            on_set_aside: SetAside | None) -> int:
+    applied = set_aside = 0
     now = time.time()
     with write_transaction(connection):
         seq = int(read_meta(connection, "applied_seq") or 0)
@@ -50,20 +79,42 @@ def append_events(connection: apsw.Connection, events: Iterable[Event], *,
         for event, source_id in zip(events, ids, strict=True):
             if source_id is not None and _seen(connection, source_id):
                 continue
-            connection.execute(
-                "INSERT INTO events(kind, session_id, payload, source_id, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (event.kind, event.session_id, jsonio.dumps(event.payload),
-                 source_id, now),
-            )
-            seq = connection.last_insert_rowid()
-            apply_event(connection, event, now, touched)
-            applied += 1
+            if on_set_aside is None:
+                seq = _append_one(connection, event, source_id, now, touched)
+                applied += 1
+                continue
+            if event.kind in ("session", "reset"):
+                _flush_sessions(connection, touched, now)  # outside the savepoint
+            connection.execute("SAVEPOINT one_event")
+            try:
+                seq = _append_one(connection, event, source_id, now, touched)
+                applied += 1
+            except BAD_EVENT_ERRORS as error:
+                connection.execute("ROLLBACK TO one_event")
+                set_aside += 1
+                on_set_aside(event, error)
+            connection.execute("RELEASE one_event")
         _flush_sessions(connection, touched, now)
         write_meta(connection, "applied_seq", seq)
+        if set_aside:
+            total = int(read_meta(connection, "set_aside_events") or 0) + set_aside
+            write_meta(connection, "set_aside_events", total)
         if extra is not None:
             extra(connection)
     return applied
+
+
+def _append_one(connection: apsw.Connection, event: Event, source_id: str | None,
+                now: float, touched: Touched) -> int:
+    """Log and apply one event; returns its sequence number."""
+    connection.execute(
+        "INSERT INTO events(kind, session_id, payload, source_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (event.kind, event.session_id, jsonio.dumps(event.payload), source_id, now),
+    )
+    seq = connection.last_insert_rowid()
+    apply_event(connection, event, now, touched)
+    return seq
 
 
 def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) -> None:
@@ -194,4 +245,5 @@ _HANDLERS: dict[str, Callable[[apsw.Connection, Event, float, Touched], None]] =
     "leaf": _apply_leaf,
 }
 
-__all__ = ["SCHEMA_VERSION", "append_events", "apply_event", "estimate_tokens", "replay"]
+__all__ = ["BAD_EVENT_ERRORS", "SCHEMA_VERSION", "append_events", "apply_event",
+           "estimate_tokens", "replay"]

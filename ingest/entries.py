@@ -11,6 +11,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from lookback.ingest.storable import millis
+
 #: Entry types automatic retrieval may return; everything else is context, not evidence.
 ELIGIBLE_TYPES = frozenset({"message", "custom_message"})
 
@@ -22,12 +24,19 @@ EXTRACTION_VERSION = 1
 
 
 def normalize_entry(raw: dict[str, Any], *, entry_id: str, parent_id: str | None,
-                    seq: int) -> dict[str, Any]:
-    """The normalized record of ``raw`` (already given its id and parent)."""
-    entry_type = str(raw.get("type") or "unknown")
+                    seq: int) -> tuple[dict[str, Any], int]:
+    """(the normalized record of ``raw``, how many of its values were dropped).
+
+    ``raw`` already has its id and parent. Every value in the record can be stored:
+    a value of the wrong type, or a number that is not finite or out of range, is
+    left out (``None``) and counted, never raised.
+    """
+    raw_type = raw.get("type")
+    entry_type = raw_type if isinstance(raw_type, str) and raw_type else "unknown"
     message = raw.get("message") if entry_type == "message" else None
     role = _role(entry_type, message)
     text = _cap(entry_text(raw))
+    ts_ms, dropped = _timestamp_ms(raw, message)
     record: dict[str, Any] = {
         "id": entry_id,
         "parent_id": parent_id,
@@ -35,13 +44,16 @@ def normalize_entry(raw: dict[str, Any], *, entry_id: str, parent_id: str | None
         "type": entry_type,
         "role": role,
         "timestamp": raw.get("timestamp") if isinstance(raw.get("timestamp"), str) else None,
-        "ts_ms": _timestamp_ms(raw, message),
+        "ts_ms": ts_ms,
         "text": text,
         "eligible": entry_type in ELIGIBLE_TYPES and bool(text.strip()),
     }
     if entry_type == "compaction":
-        record["first_kept_id"] = raw.get("firstKeptEntryId")
-    return record
+        first_kept = raw.get("firstKeptEntryId")
+        record["first_kept_id"] = first_kept if isinstance(first_kept, str) else None
+        dropped += int(first_kept is not None and not isinstance(first_kept, str))
+    dropped += int(raw_type is not None and raw_type is not entry_type)
+    return record, dropped
 
 
 def entry_text(raw: dict[str, Any]) -> str:
@@ -94,8 +106,30 @@ def _tool_call_text(block: dict[str, Any]) -> str:
     if isinstance(arguments, str):
         rendered = arguments
     else:
-        rendered = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        try:
+            rendered = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+        except (RecursionError, ValueError, TypeError):  # nested past the encoder's limit
+            rendered = _shallow_json(arguments, MAX_ARGUMENT_DEPTH)
     return f"{_str(block.get('name'))} {rendered}".strip()
+
+
+#: Tool arguments nested deeper than this are searchable only down to this depth.
+MAX_ARGUMENT_DEPTH = 64
+
+
+def _shallow_json(value: Any, depth: int) -> str:
+    """JSON of ``value`` as ``json.dumps`` writes it, containers below ``depth`` as ``…``."""
+    if isinstance(value, dict):
+        if depth <= 0:
+            return "{…}"
+        items = sorted(((str(k), v) for k, v in value.items()), key=lambda item: item[0])
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: "
+                               f"{_shallow_json(v, depth - 1)}" for k, v in items) + "}"
+    if isinstance(value, list):
+        if depth <= 0:
+            return "[…]"
+        return "[" + ", ".join(_shallow_json(v, depth - 1) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _role(entry_type: str, message: Any) -> str | None:
@@ -106,18 +140,24 @@ def _role(entry_type: str, message: Any) -> str | None:
     return None
 
 
-def _timestamp_ms(raw: dict[str, Any], message: Any) -> int | None:
+def _timestamp_ms(raw: dict[str, Any], message: Any) -> tuple[int | None, int]:
+    """(epoch milliseconds of the entry, 1 when a numeric timestamp had to be dropped)."""
+    dropped = 0
     if isinstance(message, dict):
         value = message.get("timestamp")
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return int(value)
+            stamp_ms = millis(value)
+            if stamp_ms is not None:
+                return stamp_ms, 0
+            dropped = 1  # NaN, infinite or beyond year 9999: fall back to the entry's
     stamp = raw.get("timestamp")
     if isinstance(stamp, str):
         try:
-            return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
-        except ValueError:
-            return None
-    return None
+            parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000
+        except (ValueError, OverflowError, OSError):
+            return None, dropped
+        return millis(parsed), dropped
+    return None, dropped
 
 
 def _str(value: Any) -> str:

@@ -44,7 +44,7 @@ class Event:
             data = jsonio.loads(text)
             event = cls(kind=data["kind"], session_id=data["session_id"], cwd=data["cwd"],
                         payload=data.get("payload") or {})
-        except (ValueError, KeyError, TypeError) as error:
+        except (ValueError, KeyError, TypeError, RecursionError) as error:
             raise EventError(f"undecodable event: {error.__class__.__name__}") from None
         event.check()
         return event
@@ -61,3 +61,7 @@ class Event:
             entry = self.payload.get("entry")
             if not isinstance(entry, dict) or not entry.get("id") or "seq" not in entry:
                 raise EventError("entry event without an entry id and position")
+            if not isinstance(entry["id"], str):
+                raise EventError("entry id is not text")
+        if self.kind == "leaf" and not isinstance(self.payload.get("target_id"), str):
+            raise EventError("leaf event without a target id")

@@ -14,13 +14,21 @@ from pathlib import Path
 from typing import Protocol
 
 from lookback.ingest.reader import (
+    DEFAULT_MAX_LINE_BYTES,
     Batch,
     FileState,
+    HeaderPending,
     NotASession,
     ReadStats,
     read_session,
     session_identity,
 )
+from lookback.ingest.storable import escape_surrogates
+
+
+class SinkUnavailable(Exception):
+    """The sink cannot take this file's events now (say, its project's index is
+    unusable); the file is skipped and retried on the next run, other files go on."""
 
 
 class Sink(Protocol):
@@ -38,41 +46,63 @@ class IngestReport:
     projects: set[str] = field(default_factory=set)
     events: int = 0
     not_sessions: list[str] = field(default_factory=list)
+    pending_headers: int = 0  # files whose header line Pi is still writing
     errors: list[str] = field(default_factory=list)
+    failed_files: list[Path] = field(default_factory=list)  # to be read again
     read: ReadStats = field(default_factory=ReadStats)
 
+    def fail(self, path: Path, message: str) -> None:
+        """Note a file that could not be read now; one line per distinct problem."""
+        self.failed_files.append(path)
+        if message not in self.errors:
+            self.errors.append(message)
 
-def peek_header(path: Path) -> tuple[str, str]:
-    """(session id, cwd) of a Pi or Claude Code session file, without reading further."""
-    return session_identity(str(path))
+
+def peek_header(path: Path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[str, str]:
+    """(session id, cwd) of a Pi or Claude Code session file, without reading further.
+
+    Raises NotASession for any other file, HeaderPending while its first line is
+    still being written.
+    """
+    return session_identity(str(path), max_line_bytes)
 
 
 def ingest_files(files: Iterable[Path], sink: Sink, *,
                  on_file: Callable[[Path, IngestReport], None] | None = None,
-                 strict: bool = False) -> IngestReport:
+                 strict: bool = False,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> IngestReport:
     """Read every file's new lines into ``sink``; problems are collected, not raised.
 
     With ``strict`` a file that is not a Pi session counts as an error (the user named
-    it); otherwise it is noted and skipped (a folder may hold other JSONL files).
+    it); otherwise it is noted and skipped (a folder may hold other JSONL files). A
+    file that fails for any reason is reported and the others go on.
     """
     report = IngestReport()
     for path in files:
         report.files += 1
         try:
-            _ingest_one(path, sink, report)
+            _ingest_one(path, sink, report, max_line_bytes)
+        except HeaderPending:
+            report.pending_headers += 1
+            report.failed_files.append(path)
         except NotASession as problem:
             (report.errors if strict else report.not_sessions).append(str(problem))
         except OSError as error:
-            report.errors.append(f"{path}: {error.strerror or error}")
+            report.fail(path, f"{path}: {error.strerror or error}")
+        except SinkUnavailable as error:
+            report.fail(path, str(error))
+        except Exception as error:  # one file never stops the run
+            report.fail(path, f"{path}: could not be read ({error.__class__.__name__})")
         if on_file is not None:
             on_file(path, report)
     return report
 
 
-def _ingest_one(path: Path, sink: Sink, report: IngestReport) -> None:
-    session_id, cwd = peek_header(path)
-    state = sink.file_state(str(path), cwd)
-    for batch in read_session(str(path), state, stats=report.read):
+def _ingest_one(path: Path, sink: Sink, report: IngestReport, max_line_bytes: int) -> None:
+    session_id, cwd = peek_header(path, max_line_bytes)
+    state = sink.file_state(escape_surrogates(str(path)), cwd)
+    for batch in read_session(str(path), state, stats=report.read,
+                              max_line_bytes=max_line_bytes):
         sink.write(batch)
         report.events += len(batch.events)
     report.sessions.add(session_id)

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 from lookback.ingest import claude_code, jsonio
 from lookback.ingest.entries import normalize_entry
 from lookback.ingest.events import Event
+from lookback.ingest.storable import escape_surrogates
 
 from lookback.settings import DEFAULTS
 
@@ -39,6 +40,17 @@ IDENTITY_LINES = 200
 
 class NotASession(ValueError):
     """The file is neither a Pi session (header line) nor a Claude Code session."""
+
+
+class HeaderPending(NotASession):
+    """The file has no complete first line yet: Pi is still writing its header.
+
+    Not an error: the file is read again once the line is complete.
+    """
+
+
+#: Header versions are clamped to this (SQLite stores 64-bit integers; Pi is at 3).
+MAX_VERSION = 1_000
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,8 @@ class ReadStats:
     entries: int = 0
     malformed: int = 0
     oversized: int = 0
+    repaired: int = 0  # values fixed (surrogates escaped) or dropped (unstorable numbers)
+    set_aside: int = 0  # lines whose event the index could not store (counted by the sink)
     extra_headers: int = 0
     cursor_records: int = 0
     rewrites: int = 0
@@ -82,9 +96,9 @@ class ReadStats:
     warnings: list[str] = field(default_factory=list)
 
     def add(self, other: ReadStats) -> None:
-        for name in ("lines", "entries", "malformed", "oversized", "extra_headers",
-                     "cursor_records", "rewrites", "bookkeeping", "unknown_types",
-                     "sidechain"):
+        for name in ("lines", "entries", "malformed", "oversized", "repaired", "set_aside",
+                     "extra_headers", "cursor_records", "rewrites", "bookkeeping",
+                     "unknown_types", "sidechain"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.warnings.extend(other.warnings)
 
@@ -103,8 +117,9 @@ def read_session(path: str, state: FileState | None = None, *,
                  batch_events: int = DEFAULT_BATCH_EVENTS) -> Iterator[Batch]:
     """Yield batches of events for what ``path`` holds beyond ``state``.
 
-    Raises NotASession when the file does not start with a session header, and
-    OSError when it cannot be read.
+    Raises NotASession when the file does not start with a session header (its
+    subclass HeaderPending while that line is still being written), and OSError when
+    it cannot be read.
     """
     stats = stats if stats is not None else ReadStats()
     path = os.path.abspath(path)
@@ -133,14 +148,15 @@ def is_rewritten(path: str, state: FileState) -> bool:
         return not _prefix_unchanged(handle, state, size)
 
 
-def session_identity(path: str) -> tuple[str, str]:
+def session_identity(path: str,
+                     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[str, str]:
     """(session id, cwd) of a Pi or Claude Code session file, from its first lines.
 
-    Raises NotASession for any other file, OSError when it cannot be read.
+    Raises NotASession for any other file (HeaderPending while its first line is
+    still being written), OSError when it cannot be read.
     """
     with open(path, "rb") as handle:
-        state, _ = _read_header(handle, os.path.abspath(path), DEFAULT_MAX_LINE_BYTES,
-                                ReadStats())
+        state, _ = _read_header(handle, os.path.abspath(path), max_line_bytes, ReadStats())
     return state.session_id, state.cwd
 
 
@@ -154,7 +170,7 @@ def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: 
             cursor.positions += 1
             continue
         cursor.last_line_start, cursor.last_line = start, line
-        obj = _parse(line)
+        obj = parse_object(line, stats)
         if obj is None:
             if line.strip():
                 stats.malformed += 1
@@ -215,7 +231,8 @@ def _event_for(obj: dict[str, Any], cursor: _Cursor, stats: ReadStats) -> Event 
             return None
         parent_id = parent_id if isinstance(parent_id, str) and parent_id else None
     stats.entries += 1
-    entry = normalize_entry(obj, entry_id=entry_id, parent_id=parent_id, seq=position)
+    entry, dropped = normalize_entry(obj, entry_id=entry_id, parent_id=parent_id, seq=position)
+    stats.repaired += dropped
     cursor.last_entry_id = entry_id
     return Event("entry", state.session_id, state.cwd, {"entry": entry})
 
@@ -245,27 +262,30 @@ def _v1_links(obj: dict[str, Any]) -> dict[str, Any]:
 
 def _read_header(handle: BinaryIO, path: str, max_line_bytes: int,
                  stats: ReadStats) -> tuple[FileState, dict[str, Any]]:
+    complete = False
     for start, end, line in _complete_lines(handle, 0, max_line_bytes, stats):
+        complete = True
         if line is None:
             break
-        obj = _parse(line)
+        obj = parse_object(line, stats)
         if obj is None:
             if line.strip():
                 stats.malformed += 1
             continue
-        if obj.get("type") != "session" or not isinstance(obj.get("id"), str) or not obj["id"]:
+        if not is_header(obj):
             return _claude_header(handle, path, max_line_bytes, end)
-        version = obj.get("version")
         state = FileState(
-            path=path, session_id=obj["id"], cwd=_str(obj.get("cwd")),
-            version=version if isinstance(version, int) else 1,
+            path=escape_surrogates(path), session_id=obj["id"], cwd=_str(obj.get("cwd")),
+            version=header_version(obj),
             size=end, offset=end, header_len=end, header_hash=_digest(_prefix(handle, end)),
             last_line_start=start, last_line_hash=_digest(line),
         )
-        header = {"file": path, "cwd": state.cwd, "version": state.version,
+        header = {"file": state.path, "cwd": state.cwd, "version": state.version,
                   "started_at": _str(obj.get("timestamp")) or None,
                   "parent_session": _str(obj.get("parentSession")) or None}
         return state, header
+    if not complete:
+        raise HeaderPending(f"{path}: the session header is not complete yet")
     raise NotASession(f"{path}: not a session file (no Pi session header, no Claude Code entry)")
 
 
@@ -278,21 +298,33 @@ def _claude_header(handle: BinaryIO, path: str, max_line_bytes: int,
                                                          ReadStats())):
         if index >= IDENTITY_LINES:
             break
-        obj = _parse(line) if line is not None else None
+        obj = parse_object(line) if line is not None else None
         if obj is not None:
             objects.append(obj)
     identity = claude_code.identity_of(objects)
     if identity is None:
         raise NotASession(f"{path}: not a session file (no Pi session header, no Claude "
                           "Code entry with a sessionId and cwd)")
-    state = FileState(path=path, session_id=identity.session_id, cwd=identity.cwd, version=1,
-                      size=0, offset=0, header_len=first_end,
+    state = FileState(path=escape_surrogates(path), session_id=identity.session_id,
+                      cwd=identity.cwd, version=1, size=0, offset=0, header_len=first_end,
                       header_hash=_digest(_prefix(handle, first_end)),
                       last_line_start=0, last_line_hash=_digest(b""), positions=0,
                       format=claude_code.FORMAT)
-    header = {"file": path, "cwd": identity.cwd, "version": 1, "format": claude_code.FORMAT,
+    header = {"file": state.path, "cwd": identity.cwd, "version": 1, "format": claude_code.FORMAT,
               "started_at": identity.started_at, "parent_session": identity.parent_session}
     return state, header
+
+
+def is_header(obj: dict[str, Any]) -> bool:
+    return obj.get("type") == "session" and isinstance(obj.get("id"), str) and bool(obj["id"])
+
+
+def header_version(obj: dict[str, Any]) -> int:
+    """The header's format version: 1 when absent or not an integer, clamped to 0..1000."""
+    version = obj.get("version")
+    if not isinstance(version, int):
+        return 1
+    return max(0, min(int(version), MAX_VERSION))
 
 
 def _prefix(handle: BinaryIO, length: int) -> bytes:
@@ -353,11 +385,14 @@ def _skip_to_newline(handle: BinaryIO) -> tuple[int, bool]:
             return skipped, True
 
 
-def _parse(line: bytes) -> dict[str, Any] | None:
+def parse_object(line: bytes, stats: ReadStats | None = None) -> dict[str, Any] | None:
+    """The JSON object on ``line`` (surrogates escaped, counted), or None."""
     try:
-        obj = jsonio.loads(line)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        obj, repaired = jsonio.loads_repaired(line)
+    except jsonio.PARSE_ERRORS:
         return None
+    if stats is not None:
+        stats.repaired += repaired
     return obj if isinstance(obj, dict) else None
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lookback.ingest.pipeline import IngestReport, Sink, ingest_files
-from lookback.ingest.scan import session_files
+from lookback.ingest.reader import DEFAULT_MAX_LINE_BYTES
+from lookback.ingest.scan import PathProblem, session_files
 
 
 @dataclass
@@ -36,13 +37,15 @@ class Watcher:
 
     def __init__(self, roots: Iterable[Path], sink: Sink, *, poll_seconds: float = 0.05,
                  rescan_seconds: float = 2.0, hot_seconds: float = 600.0,
-                 on_idle: Callable[[], None] | None = None) -> None:
+                 on_idle: Callable[[], None] | None = None,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         self.roots = [Path(root) for root in roots]
         self.sink = sink
         self.poll_seconds = poll_seconds
         self.rescan_seconds = rescan_seconds
         self.hot_seconds = hot_seconds
         self.on_idle = on_idle
+        self.max_line_bytes = max_line_bytes
         self._seen: dict[Path, tuple[int, int]] = {}  # path -> (size, mtime_ns) ingested
         self._hot: dict[Path, float] = {}  # path -> when it last changed (monotonic)
         self._last_rescan = float("-inf")
@@ -53,14 +56,18 @@ class Watcher:
         now = time.monotonic()
         if now - self._last_rescan >= self.rescan_seconds:
             self._last_rescan = now
-            candidates = list(session_files([r for r in self.roots if r.exists()]))
+            try:
+                candidates = list(session_files([r for r in self.roots if r.exists()]))
+            except PathProblem as problem:  # a folder vanished mid-walk: next rescan
+                return WatchRound(errors=[str(problem)])
         else:
             candidates = [p for p, at in self._hot.items() if now - at < self.hot_seconds]
         changed = [(path, stamp) for path in candidates
                    if (stamp := _stamp(path)) is not None and self._seen.get(path) != stamp]
         result = WatchRound(files_changed=len(changed))
         if changed:
-            report = ingest_files([path for path, _ in changed], self.sink)
+            report = ingest_files([path for path, _ in changed], self.sink,
+                                  max_line_bytes=self.max_line_bytes)
             result.events = report.events
             result.errors = report.errors
             self._remember(changed, report, now)
@@ -81,9 +88,9 @@ class Watcher:
 
     def _remember(self, changed: list[tuple[Path, tuple[int, int]]], report: IngestReport,
                   now: float) -> None:
-        failed = {error.split(":", 1)[0] for error in report.errors}
+        failed = set(report.failed_files)  # read again on the next rescan
         for path, stamp in changed:
-            if str(path) in failed:
+            if path in failed:
                 self._seen.pop(path, None)
                 continue
             self._seen[path] = stamp

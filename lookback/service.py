@@ -39,7 +39,8 @@ def nudge_session(settings: Settings, session_file: str) -> int:
     from lookback.ingest.pipeline import ingest_files
 
     with queue_sink(settings) as sink:
-        report = ingest_files([Path(session_file)], sink, strict=True)
+        report = ingest_files([Path(session_file)], sink, strict=True,
+                              max_line_bytes=settings.max_line_bytes)
     if report.errors:
         raise UserError(report.errors[0])
     return report.events

@@ -26,6 +26,7 @@ import apsw
 from lookback.index.layout import project_key
 from lookback.index.project import ProjectWriter
 from lookback.index.store import read_meta, write_meta
+from lookback.index.writer import BAD_EVENT_ERRORS
 from lookback.ingest.events import Event, EventError
 from lookback.workers.config import ServiceConfig
 from lookback.workers.log import START, LogItem, read_after, trim_through
@@ -36,10 +37,7 @@ logger = logging.getLogger("lookback.workers")
 CURSOR_META = "redis_cursor"
 
 #: Errors that say "this event cannot be applied" rather than "try again later".
-APPLY_ERRORS: tuple[type[BaseException], ...] = (
-    EventError, KeyError, TypeError, ValueError, AttributeError, OverflowError,
-    apsw.ConstraintError, apsw.MismatchError, apsw.TooBigError,
-)
+APPLY_ERRORS: tuple[type[BaseException], ...] = BAD_EVENT_ERRORS
 
 
 class UnknownProject(LookupError):

@@ -57,11 +57,20 @@ def run(args: argparse.Namespace) -> int:
         sink = EmbeddedSink(settings.home, namespace=settings.namespace)
     with sink:
         report = ingest_files(files, sink, on_file=progress_printer(len(files)),
-                              strict=bool(args.paths))
+                              strict=bool(args.paths), max_line_bytes=settings.max_line_bytes)
+    _note_sink(report, sink)
     _summary(report, time.monotonic() - started, args.json)
     if args.embed:
         _embed(settings, sorted(report.projects))
-    return 1 if report.errors and not report.sessions else 0
+    return 1 if report.errors else 0
+
+
+def _note_sink(report: IngestReport, sink: object) -> None:
+    """Add what the sink set aside: events it could not store, projects it could not write."""
+    report.read.set_aside += getattr(sink, "set_aside", 0)
+    for message in getattr(sink, "failures", {}).values():
+        if message not in report.errors:
+            report.errors.append(message)
 
 
 def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
@@ -70,8 +79,10 @@ def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
         "files": report.files, "projects": len(report.projects),
         "sessions": len(report.sessions), "entries_added": read.entries,
         "events": report.events, "malformed_lines_skipped": read.malformed,
-        "oversized_lines_skipped": read.oversized, "rewritten_files": read.rewrites,
-        "not_sessions": len(report.not_sessions), "errors": report.errors,
+        "oversized_lines_skipped": read.oversized, "values_repaired": read.repaired,
+        "events_set_aside": read.set_aside, "rewritten_files": read.rewrites,
+        "not_sessions": len(report.not_sessions),
+        "headers_being_written": report.pending_headers, "errors": report.errors,
         "seconds": round(seconds, 3),
     }
     if as_json:
@@ -83,6 +94,13 @@ def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
               f"{summary['projects']} projects, {summary['sessions']} sessions, "
               f"{read.malformed} malformed and {read.oversized} oversized lines skipped, "
               f"{read.rewrites} rewritten files, in {seconds:.2f}s")
+        if read.repaired or read.set_aside:
+            print(f"repaired {read.repaired} values that could not be stored as written "
+                  f"(lone surrogates escaped, impossible numbers dropped); "
+                  f"{read.set_aside} lines set aside")
+        if report.pending_headers:
+            print(f"{report.pending_headers} files are still being started (header line "
+                  "incomplete); they are read on the next run")
         if report.not_sessions:
             print(f"skipped {len(report.not_sessions)} files that are not Pi sessions")
     for warning in read.warnings[:20]:

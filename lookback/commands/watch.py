@@ -59,15 +59,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"watching {len(roots)} folder(s), publishing to {mode}; Ctrl-C stops",
           file=sys.stderr, flush=True)
     watcher = Watcher(roots, sink, poll_seconds=args.poll, rescan_seconds=args.rescan,
-                      on_idle=on_idle)
+                      on_idle=on_idle, max_line_bytes=settings.max_line_bytes)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with sink:
         if args.once:
             _say(watcher.poll(), verbose=True)
             return 0
+        said: set[str] = set()
         try:
-            watcher.run(stop, on_round=lambda r: _say(r, args.verbose))
+            watcher.run(stop, on_round=lambda r: _say(r, args.verbose, said))
         except KeyboardInterrupt:
             pass
     print(f"stopped: {watcher.totals.events:,} events from {watcher.totals.files_changed:,} "
@@ -75,9 +76,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say(result: WatchRound, verbose: bool) -> None:
+def _say(result: WatchRound, verbose: bool, said: set[str] | None = None) -> None:
+    """Print the round's errors (each once while it lasts) and, verbose, its counts."""
     for error in result.errors:
-        print(f"lookback: error: {error}", file=sys.stderr, flush=True)
+        if said is None or error not in said:
+            print(f"lookback: error: {error}", file=sys.stderr, flush=True)
+    if said is not None and result.files_changed:
+        said.intersection_update(result.errors)
+        said.update(result.errors)
     if verbose and result.events:
         print(f"{result.events:,} events from {result.files_changed} changed files",
               file=sys.stderr, flush=True)
