@@ -50,9 +50,9 @@ class ClaudeInstallError(RuntimeError):
 
 
 def claude_cache_dir() -> Path:
-    """Where the pinned CLI is installed: `$LOOKBACK_E2E_CLAUDE_CACHE` or
+    """Where the pinned CLI is installed: `$LOOKBACK_TEST_CLAUDE_CACHE` or
     ~/.cache/lookback-e2e/claude-code-<version>."""
-    configured = os.environ.get("LOOKBACK_E2E_CLAUDE_CACHE")
+    configured = os.environ.get("LOOKBACK_TEST_CLAUDE_CACHE")
     if configured:
         return Path(configured).expanduser()
     return Path.home() / ".cache" / "lookback-e2e" / f"claude-code-{CLAUDE_VERSION}"
