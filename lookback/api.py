@@ -42,15 +42,19 @@ def default_reader(settings: Settings) -> IndexReader:
         return reader
 
 
+def privacy_policy(settings: Settings) -> PrivacyPolicy:
+    """The configured privacy policy: every path that returns session text uses it."""
+    return PrivacyPolicy.from_settings({"privacy": settings.privacy.as_dict()})
+
+
 def retrieve(request: dict[str, Any], *, settings: Settings | None = None,
              reader: IndexReader | None = None) -> dict[str, Any]:
     """Evidence for the latest real user message of ``request`` (the contract: docs/design.md)."""
     settings = settings or load_settings()
     parsed = parse_request(request, settings.retrieval.as_dict())
     reader = reader or default_reader(settings)
-    policy = PrivacyPolicy.from_settings({"privacy": settings.privacy.as_dict()})
     embedder = settings.retrieval.embedder
-    return Retriever(reader, policy, embedder=embedder).retrieve(parsed)
+    return Retriever(reader, privacy_policy(settings), embedder=embedder).retrieve(parsed)
 
 
 def search(request: dict[str, Any], *, settings: Settings | None = None,
@@ -58,7 +62,7 @@ def search(request: dict[str, Any], *, settings: Settings | None = None,
     """Explicit history search with a chosen scope (branch, session or project)."""
     settings = settings or load_settings()
     reader = reader or default_reader(settings)
-    return HistorySearch(reader, _policy(settings)).search(request)
+    return HistorySearch(reader, privacy_policy(settings)).search(request)
 
 
 def source(request: dict[str, Any], *, settings: Settings | None = None,
@@ -66,12 +70,7 @@ def source(request: dict[str, Any], *, settings: Settings | None = None,
     """One entry's full indexed text, by session and entry id."""
     settings = settings or load_settings()
     reader = reader or default_reader(settings)
-    return HistorySearch(reader, _policy(settings)).source(request)
-
-
-def _policy(settings: Settings) -> PrivacyPolicy:
-    """The configured privacy policy: every path that returns session text passes it."""
-    return PrivacyPolicy.from_settings({"privacy": settings.privacy.as_dict()})
+    return HistorySearch(reader, privacy_policy(settings)).source(request)
 
 
 def health(settings: Settings | None = None) -> dict[str, Any]:

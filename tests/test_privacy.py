@@ -36,6 +36,13 @@ SECRETS = {
     "telegram bot token": "TELEGRAM_TOKEN=1234567890:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1",
     "cloudant password": 'cloudant_password = "' + "0123456789abcdef" * 4 + '"',
     "npm token": "//registry.npmjs.org/:_authToken=npm_a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ",
+    # *_PASSWORD / *_SECRET / *_TOKEN assignments: env, YAML and JSON forms.
+    "env password, quoted": 'DB_PASSWORD="hunter2hunter2"',
+    "env password, plain": "POSTGRES_PASSWORD=s3cr3tPassw0rd",
+    "yaml secret": "  client_secret: 9f8e7d6c5b4a3x",
+    "json token": '{"SLACK_BOT_TOKEN": "abc123def456ghi"}',
+    "compose password": "      - MYSQL_ROOT_PASSWORD=example123",
+    "password-only url": "REDIS_URL=redis://:Sup3rSecretPw@cache.internal:6379/0",
 }
 
 PEM = (
@@ -106,6 +113,13 @@ def test_real_session_text_stays_normal():
         "See https://github.com/badlogic/pi-mono for the sk-learn comparison",
         'api_key = "${OPENAI_API_KEY}"',
         "const sessionKey = `${cwd}:${id}`;",
+        "db_password: string;",
+        "DB_PASSWORD=${DB_PASSWORD}",
+        "const token = process.env.GITHUB_TOKEN;",
+        "max_tokens: 4096",
+        "secret: Optional[str] = None",
+        "token = next_token",
+        "redis://localhost:6379/0",
     ],
 )
 def test_ordinary_code_about_credentials_stays_normal(text):

@@ -24,6 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--scope", choices=("branch", "session", "project"), default="branch")
     parser.add_argument("--leaf-id", help="the branch's leaf (default: the session's last entry)")
     parser.add_argument("--max-results", type=int, default=20)
+    parser.add_argument("--provider", help="the model provider the results are for (the "
+                        "privacy policy decides what it may see; default: an unnamed remote one)")
     parser.add_argument("--json", action="store_true", help="print JSON (default off a terminal)")
     parser.set_defaults(handler=run)
 
@@ -32,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load(args)
     request = {"text": args.text, "scope": args.scope, "max_results": args.max_results,
                "leaf_id": args.leaf_id, "project": args.project, "session_id": args.session_id,
+               "provider": args.provider,
                "session_file": os.path.abspath(args.session_file) if args.session_file else None}
     try:
         response = search(request, settings=settings)

@@ -16,7 +16,14 @@ THIS machine": a provider the user lists in ``local_providers`` runs on this mac
 call that names no provider, is remote and sees up to its configured level (default
 ``internal``), never ``local-only``.
 
-``apply_policy`` treats each evidence message atomically: when any span is above the
+**The one gate.** Every path that returns session text — retrieval, ``/v1/search``,
+``/v1/source``, ``/v1/plan``, ``lookback.api``, the CLI and the Pi tool built on them —
+classifies with ``classify_source`` (the WHOLE indexed text of the source row, never
+just the excerpt it shows: a PEM body or a URL password outside the excerpt window still
+withholds it) and decides with ``PrivacyPolicy.admits`` / ``PrivacyPolicy.apply`` under
+the policy built from the settings (``PrivacyPolicy.from_settings``).
+
+``apply`` treats each evidence message atomically: when any span is above the
 provider's level the whole source is withheld, and the excluded record keeps only the
 source id, classification and reason — never text.
 """
@@ -140,6 +147,11 @@ def classify(text: str) -> Classification:
     return classify_spans(text).classification
 
 
+def classify_source(text: str | None) -> ClassificationResult:
+    """The privacy gate's classifier: one source row, judged on its whole indexed text."""
+    return classify_spans(text if isinstance(text, str) else "")
+
+
 #: Settings keys of the ``privacy`` section.
 _SETTINGS_KEYS = frozenset({"default_max", "local_providers", "providers"})
 
@@ -236,24 +248,33 @@ class PrivacyPolicy:
             return Classification.LOCAL_ONLY
         return self.default_max
 
-    def apply(self, evidence: list[dict], provider: str | None) -> tuple[list[dict], list[dict]]:
+    def admits(self, level: Classification, provider: str | None) -> bool:
+        """Whether ``provider`` may see text classified ``level``."""
+        return level <= self.max_for(provider)
+
+    def apply(self, evidence: list[dict], provider: str | None,
+              sources: list[str | None] | None = None) -> tuple[list[dict], list[dict]]:
         """Split ``evidence`` into what ``provider`` may see and what it may not.
 
-        Each item is classified from its ``excerpt`` and the text of its ``message``
-        (and never below a ``classification`` it already carries). Returned items are
-        copies with ``classification`` filled in (its label). Excluded records are
-        ``{"source", "entry_id", "session_id", "classification", "reason"}``.
+        Each item is classified from its ``excerpt``, the text of its ``message``, the
+        whole text of its source row when ``sources`` gives it (one per item; callers
+        that read rows from the index always do) and never below a ``classification``
+        it already carries. Returned items are copies with ``classification`` filled in
+        (its label). Excluded records are ``{"source", "entry_id", "session_id",
+        "classification", "reason"}``.
         """
         allowed_max = self.max_for(provider)
         allowed: list[dict] = []
         excluded: list[dict] = []
-        for item in evidence:
+        for position, item in enumerate(evidence):
             problem = _malformed(item)
             if problem:
                 excluded.append(excluded_record(item, "unclassified",
                                                 f"malformed evidence: {problem}"))
                 continue
             result = classify_evidence(item)
+            if sources is not None:
+                result = _highest(result, classify_source(sources[position]))
             if result.classification > allowed_max:
                 reason = (
                     f"privacy: {result.classification.label} exceeds {allowed_max.label} "
@@ -281,6 +302,11 @@ def classify_evidence(item: Mapping[str, Any]) -> ClassificationResult:
     top = max(result.classification for result in results)
     spans = tuple(span for result in results for span in result.spans)
     return ClassificationResult(top, spans)
+
+
+def _highest(*results: ClassificationResult) -> ClassificationResult:
+    top = max(result.classification for result in results)
+    return ClassificationResult(top, tuple(span for r in results for span in r.spans))
 
 
 def _malformed(item: Any) -> str | None:

@@ -23,7 +23,9 @@ backtracks quadratically on long base64 runs (minutes for 1 MB of ``eyJeyJ…``)
 
 ``EXTRA_PATTERNS`` covers what detect-secrets 1.5 misses: current OpenAI/Anthropic
 ``sk-…`` keys, GitHub fine-grained tokens, Google API keys, JWTs, PEM headers such as
-``ENCRYPTED PRIVATE KEY``, unquoted AWS secret keys and quoted password assignments.
+``ENCRYPTED PRIVATE KEY``, unquoted AWS secret keys, quoted password assignments,
+``*_PASSWORD``/``*_SECRET``/``*_TOKEN`` assignments (env, YAML, JSON forms) and
+password-only URLs (``redis://:password@host``).
 
 Findings carry the detector name and offsets only: the secret text is never copied out.
 """
@@ -90,6 +92,20 @@ GATES: dict[str, Gate] = {
     "Twilio API Key": Gate(("ac", "sk"), r"(?:ac|sk)[a-z0-9]{32}"),
 }
 
+#: Where an assigned value ends: whitespace, a closing quote or bracket, a separator.
+_VALUE_END = r"(?=[\s\"'`,;})\]]|$)"
+#: An assigned literal of 6+ characters. Not one: references (``$X``, ``${X}``, ``<x>``),
+#: calls, dotted names (``process.env.X``), type names (``string``, ``Optional[…]``),
+#: numbers, and an unquoted snake_case name (``token = next_token``: a variable).
+_ASSIGNED_LITERAL = (
+    r"(?!(?:string|number|boolean|bool|str|bytes|none|null|undefined|optional|required"
+    r"|true|false)(?![\w.-]))"
+    r"(?![A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+" + _VALUE_END + ")"
+    r"(?!\d+" + _VALUE_END + ")"
+    r"(?:(?<=[\"'])|(?![a-z][a-z0-9]*(?:_[a-z0-9]+)+" + _VALUE_END + "))"
+    r"[^\s\"'`$<>{}()\[\],;]{6,}" + _VALUE_END
+)
+
 #: Patterns detect-secrets 1.5 lacks: (detector name, pattern, gate).
 EXTRA_PATTERNS: tuple[tuple[str, str, Gate], ...] = (
     # OpenAI (sk-, sk-proj-, sk-svcacct-) and Anthropic (sk-ant-) keys; needs a digit.
@@ -109,6 +125,21 @@ EXTRA_PATTERNS: tuple[tuple[str, str, Gate], ...] = (
         r"(?i)aws_?secret_?access_?key\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
         Gate(("secret",), r"aws_?secret_?access_?key"),
     ),
+    # ``DB_PASSWORD="…"``, ``POSTGRES_PASSWORD=…``, ``client_secret: …`` (YAML),
+    # ``"GITHUB_TOKEN": "…"`` (JSON): a name ending in password/secret/token, assigned a
+    # literal of 6+ characters (see ``_ASSIGNED_LITERAL`` for what is not one).
+    (
+        "Secret Assignment",
+        r"(?i)(?<![A-Za-z0-9_])(?:[A-Za-z0-9]+_)*(?:password|passwd|pwd|secret|token)"
+        r"[\"']?[ \t]*[:=][ \t]*[\"']?" + _ASSIGNED_LITERAL,
+        Gate(
+            ("pass", "pwd", "secret", "token"),
+            r"(?:password|passwd|pwd|secret|token)[\"']?[ \t]*[:=]",
+        ),
+    ),
+    # ``redis://:password@host``: a URL with a password and no user name (detect-secrets'
+    # basic-auth pattern needs a user before the colon).
+    ("Password-only URL", r"(?i)\b[a-z][a-z0-9+.-]*://:[^\s/@:?#]{3,}@", Gate(("://:",))),
     (
         "Password Assignment",
         r"(?i)\b(?:password|passwd|client_?secret|api_?key|access_?token|auth_?token)"

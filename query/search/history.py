@@ -62,7 +62,9 @@ class HistorySearch:
             return {"status": "disabled", "query": terms.by_kind(), "results": [],
                     "excluded": [], "warnings": [f"index unreadable: {type(error).__name__}"]}
         results = [_result(item, on_branch) for item in chosen]
-        shown, excluded = self.policy.apply(results, request.get("provider"))
+        # The gate judges each row on its whole text, not the 1,200-character excerpt.
+        shown, excluded = self.policy.apply(results, request.get("provider"),
+                                            [item.row.text for item in chosen])
         return {"status": "ok", "scope": scope_name, "query": terms.by_kind(),
                 "results": shown, "excluded": excluded}
 
@@ -121,8 +123,9 @@ class HistorySearch:
             return {"status": "not-found"}
         entry = dict(zip(("entry_id", "session_id", "type", "role", "timestamp", "excerpt"),
                          row, strict=True))
-        entry["excerpt"] = excerpt(entry["excerpt"], 0, 20_000)
-        shown, excluded = self.policy.apply([entry], request.get("provider"))
+        text = entry["excerpt"]
+        entry["excerpt"] = excerpt(text, 0, 20_000)
+        shown, excluded = self.policy.apply([entry], request.get("provider"), [text])
         return {"status": "ok" if shown else "withheld", "entry": shown[0] if shown else None,
                 "excluded": excluded}
 

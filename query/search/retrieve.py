@@ -22,7 +22,12 @@ from lookback.index.store import IndexUnavailable
 from lookback.index.tokens import estimate_tokens
 from lookback.index.tree import PathEntry, context_entries
 from lookback.query.context.evidence import envelope, evidence_message, excerpt
-from lookback.query.privacy.policy import Classification, PrivacyPolicy, classify, excluded_record
+from lookback.query.privacy.policy import (
+    Classification,
+    PrivacyPolicy,
+    classify_source,
+    excluded_record,
+)
 from lookback.query.search.candidates import (
     Row,
     Scope,
@@ -238,7 +243,7 @@ class Retriever:
         level = self.reader.entries.get(key)
         if level is None:
             read_text()
-            level = classify(row.text or "")
+            level = classify_source(row.text).classification
             self.reader.entries.put(key, level)
         return level  # type: ignore[return-value]
 

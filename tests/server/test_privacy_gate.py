@@ -1,0 +1,176 @@
+"""One privacy gate: every path that returns session text — the Python API, the CLI and
+every HTTP endpoint (the Pi tool uses /v1/search and /v1/source; /v1/plan answers a
+decision without text) — withholds the same secret corpus under the CONFIGURED policy,
+judging each source on its whole row.
+
+Each secret sits far from the searched term (after 24,000 characters), outside every
+excerpt window (1,200 for search, 6,000 for evidence, the first 20,000 for source), so
+only whole-row classification can catch it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lookback import api
+from lookback.settings import Settings, load_settings
+from tests.support import index_paths
+
+from .client import Client
+from .conftest import start_server, stop_server
+
+TERM = "FrobnicateWidget"
+FILLER = "the widget pipeline keeps running quietly through the night " * 200  # 12,000 chars
+#: entry id -> (secret text, the part of it that must never be returned)
+SECRETS = {
+    "env-quoted": ('DB_PASSWORD="hunter2hunter2"', "hunter2hunter2"),
+    "env-plain": ("export POSTGRES_PASSWORD=s3cr3tPassw0rd", "s3cr3tPassw0rd"),
+    "yaml": ("database:\n  client_secret: 9f8e7d6c5b4a3x\n", "9f8e7d6c5b4a3x"),
+    "json": ('{"SLACK_BOT_TOKEN": "abc123def456ghi"}', "abc123def456ghi"),
+    "url": ("REDIS_URL=redis://:Sup3rSecretPw@cache.internal:6379/0", "Sup3rSecretPw"),
+}
+PEM = ("pem", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+       "-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ")
+CLEAN = "clean"
+ALL_SECRET_IDS = {*SECRETS, PEM[0]}
+NEVER_SHOWN = [value for _, value in SECRETS.values()] + [PEM[2]]
+CONFIG = '[privacy.providers]\n"trusted-lab" = "sensitive"\n'
+
+
+def row_text(secret: str) -> str:
+    return f"{FILLER} the {TERM} step, then {FILLER} {secret}"
+
+
+@pytest.fixture
+def corpus(tmp_path: Path, home: Path) -> Path:
+    entries = [(entry_id, row_text(secret)) for entry_id, (secret, _) in SECRETS.items()]
+    entries += [(PEM[0], row_text(PEM[1])), (CLEAN, row_text("nothing private here"))]
+    entries += [("last", "and now the question")]
+    lines: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": "secret-session",
+                                    "cwd": str(tmp_path / "proj"),
+                                    "timestamp": "2026-01-01T00:00:00Z"}]
+    parent = None
+    for number, (entry_id, text) in enumerate(entries):
+        lines.append({"type": "message", "id": entry_id, "parentId": parent,
+                      "timestamp": f"2026-01-01T00:00:{number:02d}Z",
+                      "message": {"role": "user" if number % 2 else "assistant",
+                                  "content": [{"type": "text", "text": text}],
+                                  "timestamp": 1767225600000 + number}})
+        parent = entry_id
+    path = tmp_path / "sessions" / "secret.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    report = index_paths(home, path)
+    assert report.read.entries == len(entries)
+    (home / "config.toml").write_text(CONFIG)
+    return path
+
+
+@pytest.fixture
+def settings(home: Path, corpus: Path) -> Settings:
+    return load_settings(environ={"LOOKBACK_HOME": str(home)})
+
+
+def requests(session: Path, provider: str | None) -> dict[str, dict]:
+    common = {"session_file": str(session), **({"provider": provider} if provider else {})}
+    return {
+        "retrieve": {**common, "message": f"what did the {TERM} step do?",
+                     "context_ids": ["last"], "max_results": 20,
+                     "max_retrieved_history_tokens": 1_000_000},
+        "search": {**common, "text": TERM, "scope": "session"},
+        **{f"source:{entry_id}": {**common, "entry_id": entry_id}
+           for entry_id in [*ALL_SECRET_IDS, CLEAN]},
+    }
+
+
+def shown_ids(name: str, answer: dict) -> set[str]:
+    """Entry ids whose text the answer returns."""
+    if name == "retrieve":
+        return {item["entry_id"] for item in answer["evidence"]}
+    if name == "search":
+        return {item["entry_id"] for item in answer["results"]}
+    return {answer["entry"]["entry_id"]} if answer.get("entry") else set()
+
+
+def excluded_ids(answer: dict) -> set[str]:
+    return {item["entry_id"] for item in answer.get("excluded") or []}
+
+
+def check(name: str, answer: dict, provider: str | None) -> None:
+    dumped = json.dumps(answer, ensure_ascii=False)
+    assert not any(value in dumped for value in NEVER_SHOWN), name
+    shown = shown_ids(name, answer)
+    if provider == "trusted-lab":  # the configured level: sensitive, never local-only
+        hidden = {PEM[0]}
+    else:
+        hidden = ALL_SECRET_IDS
+    if name.startswith("source:"):
+        entry_id = name.split(":", 1)[1]
+        assert shown == ({entry_id} - hidden), name
+        assert excluded_ids(answer) == ({entry_id} & hidden), name
+        return
+    assert CLEAN in shown, name
+    assert not shown & hidden, (name, shown & hidden)
+    assert hidden <= excluded_ids(answer), name
+    assert (ALL_SECRET_IDS - hidden) <= shown, name
+
+
+PROVIDERS = [None, "anthropic", "trusted-lab"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_python_api_passes_the_gate(settings, corpus, provider):
+    for name, request in requests(corpus, provider).items():
+        function = api.retrieve if name == "retrieve" else (
+            api.search if name == "search" else api.source)
+        check(name, function(request, settings=settings), provider)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_every_http_endpoint_passes_the_gate(settings, corpus, provider):
+    server, thread = start_server(settings)
+    try:
+        client = Client(server.server_address[1], server.app)
+        for name, request in requests(corpus, provider).items():
+            path = "/v1/source" if name.startswith("source:") else f"/v1/{name}"
+            answer = client.post(path, request)
+            assert answer.status == 200, (name, answer.body)
+            check(name, answer.body, provider)
+        # /v1/plan answers a decision from kinds, token counts and source ids: no text.
+        local = client.post("/v1/retrieve", {**requests(corpus, "ollama")["retrieve"]}).body
+        assert ALL_SECRET_IDS <= {item["entry_id"] for item in local["evidence"]}
+        planned = client.post("/v1/plan", {
+            "messages": [{"kind": "user", "tokens": 10}],
+            "evidence": [{"source": f"secret-session:{item['entry_id']}",
+                          "session_id": "secret-session", "entry_id": item["entry_id"],
+                          "tokens": item["tokens"]} for item in local["evidence"]],
+            "max_retrieved_history_tokens": 1_000_000})
+        assert planned.status == 200
+        assert not any(value in json.dumps(planned.body) for value in NEVER_SHOWN)
+    finally:
+        stop_server(server, thread)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_cli_passes_the_gate(home, corpus, provider):
+    environ = {**os.environ, "LOOKBACK_HOME": str(home)}
+    environ.pop("LOOKBACK_CONFIG", None)
+    command = [sys.executable, "-m", "lookback.cli"]
+    request = requests(corpus, provider)["retrieve"]
+    done = subprocess.run([*command, "retrieve"], input=json.dumps(request), env=environ,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    check("retrieve", json.loads(done.stdout), provider)
+    flags = ["--provider", provider] if provider else []
+    done = subprocess.run([*command, "search", TERM, "--session-file", str(corpus),
+                           "--scope", "session", "--json", *flags], env=environ,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    check("search", json.loads(done.stdout), provider)
