@@ -153,6 +153,8 @@ class FreshnessEngine:
             return Outcome("fresh", _ms(started))
         job = self._schedule(path, urgent=True)
         wait = self.config.wait_ms if wait_ms is None else wait_ms
+        if self._rewritten(path):  # once per old session Pi opens: worth waiting for
+            wait = max(wait, self.config.rewrite_wait_ms)
         if not job.done.wait(max(0.0, wait - _ms(started)) / 1000):
             state = "rewrite-pending" if self._rewritten(path) else "pending"
             return Outcome(state, _ms(started))

@@ -185,9 +185,12 @@ class FakeModelServer(_Served):
     used one per request first.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, usage: Callable[[dict], dict] | None = None) -> None:
         self.requests: list[dict] = []
         self.script: list[dict] = []
+        # What each answer reports as usage; Pi's auto-compaction decides on it.
+        self.usage = usage or (lambda body: {"prompt_tokens": 10, "completion_tokens": 5,
+                                             "total_tokens": 15})
         self._lock = threading.Lock()
         self._server: _Server | None = None
         self._context: Any = None
@@ -210,7 +213,7 @@ class FakeModelServer(_Served):
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("cache-control", "no-cache")
                 self.end_headers()
-                usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+                usage = owner.usage(body)
                 if turn and "tool_call" in turn:
                     call = {"index": 0, "id": "call_1", "type": "function"}
                     call["function"] = turn["tool_call"]
@@ -522,8 +525,17 @@ class PiRun(NamedTuple):
     requests: list[dict]
 
 
-def write_agent_dir(agent_dir: Path, model_port: int) -> Path:
-    """An isolated Pi agent dir: the fake model as the only provider, compaction off."""
+def usage_from_request(body: dict) -> dict:
+    """Usage as a real provider would report it: the request's size in tokens (4 chars
+    each), so Pi's own compaction check sees the context grow."""
+    prompt = len(json.dumps(body.get("messages", []))) // 4
+    return {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
+
+
+def write_agent_dir(agent_dir: Path, model_port: int, *, context_window: int = 128000,
+                    max_tokens: int = 4096, compaction: dict | None = None) -> Path:
+    """An isolated Pi agent dir: the fake model as the only provider, compaction off
+    unless ``compaction`` gives Pi's settings for it."""
     agent_dir.mkdir(parents=True, exist_ok=True)
     provider = {
         "baseUrl": f"http://127.0.0.1:{model_port}/v1",
@@ -540,13 +552,14 @@ def write_agent_dir(agent_dir: Path, model_port: int) -> Path:
                 "name": "Fake Model",
                 "reasoning": False,
                 "input": ["text"],
-                "contextWindow": 128000,
-                "maxTokens": 4096,
+                "contextWindow": context_window,
+                "maxTokens": max_tokens,
             }
         ],
     }
     (agent_dir / "models.json").write_text(json.dumps({"providers": {"fakellm": provider}}))
-    (agent_dir / "settings.json").write_text(json.dumps({"compaction": {"enabled": False}}))
+    settings = {"compaction": compaction or {"enabled": False}}
+    (agent_dir / "settings.json").write_text(json.dumps(settings))
     return agent_dir
 
 
