@@ -1,4 +1,4 @@
-"""Candidate searches: case-sensitive literals and FTS5 ``bm25``, filtered in SQL.
+"""The read side's SQL over ``entries``: candidate searches, and the few lookups around them.
 
 Every search applies the scope — the session, the allowed part of the branch and
 the eligible entry types — in its ``WHERE`` clause, *before* its ``LIMIT``, so
@@ -10,24 +10,38 @@ few runs of consecutive lines, so its rows are a few runs of consecutive rowids.
 The ranges' envelope is a ``rowid BETWEEN`` constraint FTS5 itself uses to skip
 other sessions, and the ranges are checked on the FTS rowid alone, so filtering
 never reads an ``entries`` row; only the rows that survive the ``LIMIT`` are
-joined for their text. A scope too fragmented for ranges falls back to a rowid
-list.
+joined. A scope too fragmented for ranges falls back to a rowid list.
+
+Verification happens in the same statements (spec step 7), not in a Python scan
+of candidate texts: the FTS5 auxiliary function ``lookback_phrases`` reports which
+of the query's phrases (``query.text.fts_query.FtsQuery``) a row matches — FTS5 has
+just matched them, token by token, with the index's own tokenizer — and the scalar
+function ``lookback_literals`` reports which literal terms a row contains exactly
+as written and not glued inside a longer word (run only on rows where SQLite's
+``instr`` found them). SQLite evaluates both only for the rows that make the
+``LIMIT``. Texts are read only for the items an answer returns (``load_texts``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import weakref
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import apsw
-from lookback.query.text.fts_query import build_phrase_query
+from lookback.index.tree import PathEntry
+from lookback.query.text.fts_query import FtsQuery, build_phrase_query
+from lookback.query.text.matching import find_literal
 
 MAX_RANGES = 64
 
 #: Everything but the text: it is read only for rows that need it (see load_texts).
-_COLUMNS = ("e.rowid, e.session_id, e.entry_id, e.seq, e.type, e.role, e.timestamp,"
-            " e.ts_ms, e.text_hash, e.tokens")
+COLUMNS = ("e.rowid, e.session_id, e.entry_id, e.seq, e.type, e.role, e.timestamp,"
+           " e.ts_ms, e.text_hash, e.tokens")
+#: Separates the literal terms packed into one SQL parameter (never inside a term:
+#: control characters are blanked by term extraction).
+_LITERAL_SEPARATOR = "\x1f"
 
 
 @dataclass
@@ -45,7 +59,10 @@ class Row:
     text: str | None = None  # loaded on demand by load_texts
     bm25: float | None = None
     fts_rank: int | None = None
-    literal_hits: set[str] = field(default_factory=set)
+    #: Bit i: the row matches phrase i of the query (FTS5, folded, whole tokens).
+    phrases: int = 0
+    #: Bit i: the row holds literal term i of ``Literals`` as written, not glued.
+    literals: int = 0
 
 
 @dataclass(frozen=True)
@@ -103,53 +120,137 @@ def runs(numbers: list[int]) -> list[tuple[int, int]]:
     return ranges
 
 
-def literal_search(connection: apsw.Connection, literal: str, scope: Scope,
+def prepare(connection: apsw.Connection) -> None:
+    """Register the verification functions on ``connection`` (once per connection)."""
+    if connection in _PREPARED:
+        return
+    connection.register_fts5_function("lookback_phrases", _phrases)
+    connection.create_scalar_function("lookback_literals", _literals, 2, deterministic=True)
+    _PREPARED.add(connection)
+
+
+_PREPARED: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
+
+
+def _phrases(api: apsw.FTS5ExtensionApi) -> int:
+    mask = 0
+    for number in range(api.phrase_count):
+        if api.phrase_columns(number):
+            mask |= 1 << number
+    return mask
+
+
+def _literals(text: str | None, packed: str) -> int:
+    if not text:
+        return 0
+    mask = 0
+    for number, literal in enumerate(packed.split(_LITERAL_SEPARATOR)):
+        if literal in text and find_literal(text, literal) is not None:
+            mask |= 1 << number
+    return mask
+
+
+@dataclass(frozen=True)
+class Literals:
+    """The literal terms of a query, numbered as ``Row.literals`` bits."""
+
+    texts: tuple[str, ...]
+
+    @property
+    def packed(self) -> str:
+        return _LITERAL_SEPARATOR.join(self.texts)
+
+    def mask_sql(self, text: str = "e.text") -> tuple[str, list[object]]:
+        """A column computing the row's literal bits; ``instr`` (C) skips absent ones."""
+        if not self.texts:
+            return "0", []
+        present = " OR ".join(f"instr({text}, ?) > 0" for _ in self.texts)
+        return (f"CASE WHEN {present} THEN lookback_literals({text}, ?) ELSE 0 END",
+                [*self.texts, self.packed])
+
+
+def literal_search(connection: apsw.Connection, literals: Literals, number: int, scope: Scope,
                    limit: int) -> list[Row]:
-    """Rows containing ``literal`` exactly as written (case-sensitive), newest first.
+    """Rows containing literal ``number`` exactly as written (case-sensitive), newest first.
 
     The FTS5 phrase of the literal narrows the rows (fast at a million entries);
     ``instr`` then checks the exact text. Walking FTS rowids downwards lets SQLite
-    stop at ``limit`` verified rows. A literal with no searchable token falls back
-    to ``instr`` over the scope alone, which is bounded by one session.
+    stop at ``limit`` rows. A literal with no searchable token falls back to
+    ``instr`` over the scope alone, which is bounded by one session. Rows where
+    the literal is only glued inside a longer word are dropped. The rows' phrase
+    bits are filled in by ``add_phrase_bits``.
     """
-    where, params = scope.where()
+    literal = literals.texts[number]
     phrase = build_phrase_query(literal)
+    mask, mask_params = literals.mask_sql()
     if phrase is not None:
-        sql = (f"SELECT {_COLUMNS} FROM entries_fts JOIN entries AS e "
+        where, params = scope.where()
+        sql = (f"SELECT {COLUMNS}, {mask} FROM entries_fts JOIN entries AS e "
                f"ON e.rowid = entries_fts.rowid WHERE entries_fts MATCH ? AND {where} "
                f"AND instr(e.text, ?) > 0 ORDER BY entries_fts.rowid DESC LIMIT ?")
-        args = [phrase, *params, literal, limit]
+        args = [*mask_params, phrase, *params, literal, limit]
     elif scope.rowids is not None or scope.session_id is not None:
         where, params = scope.where(fts="e")
-        sql = (f"SELECT {_COLUMNS} FROM entries AS e WHERE {where} AND e.eligible = 1 "
-               f"AND instr(e.text, ?) > 0 ORDER BY e.rowid DESC LIMIT ?")
-        args = [*params, literal, limit]
+        sql = (f"SELECT {COLUMNS}, {mask} FROM entries AS e WHERE {where} "
+               f"AND e.eligible = 1 AND instr(e.text, ?) > 0 ORDER BY e.rowid DESC LIMIT ?")
+        args = [*mask_params, *params, literal, limit]
     else:
         return []
-    return [Row(*row) for row in connection.execute(sql, args)]
+    prepare(connection)
+    rows = []
+    for values in connection.execute(sql, args):
+        row = Row(*values[:-1])
+        row.literals = values[-1]
+        if row.literals >> number & 1:
+            rows.append(row)
+    return rows
 
 
-def fts_search(connection: apsw.Connection, fts_query: str, scope: Scope,
+def add_phrase_bits(connection: apsw.Connection, query: FtsQuery, rows: Sequence[Row]) -> None:
+    """Set ``phrases`` on rows the FTS search did not return, in one statement.
+
+    The ``+`` keeps the rowid list out of FTS5's plan, so FTS5 walks the query's
+    doclists once within the rows' rowid range instead of once per rowid.
+    """
+    if not rows:
+        return
+    by_rowid = {row.rowid: row for row in rows}
+    sql = ("SELECT rowid, lookback_phrases(entries_fts) FROM entries_fts "
+           "WHERE entries_fts MATCH ? AND rowid BETWEEN ? AND ? "
+           "AND +rowid IN (SELECT value FROM json_each(?))")
+    prepare(connection)
+    for rowid, phrases in connection.execute(
+            sql, (query.expression, min(by_rowid), max(by_rowid), json.dumps(list(by_rowid)))):
+        by_rowid[rowid].phrases = phrases
+
+
+def fts_search(connection: apsw.Connection, query: FtsQuery, literals: Literals, scope: Scope,
                limit: int) -> list[Row]:
-    """The best ``limit`` rows by ``bm25`` for an OR query of quoted terms.
+    """The best ``limit`` rows by ``bm25`` for the query's ``OR`` of phrases.
 
     Ranking and the scope filter run on the FTS table alone; only the ``limit``
-    winners are joined to ``entries`` for their text.
+    winners are joined to ``entries``, for their columns and literal bits.
     """
     where, params = scope.where(fts="entries_fts")
+    select = ("entries_fts.rowid AS rowid, bm25(entries_fts) AS score, "
+              "lookback_phrases(entries_fts) AS phrases")
     if scope.needs_entries:
-        inner = (f"SELECT entries_fts.rowid AS rowid, bm25(entries_fts) AS score "
-                 f"FROM entries_fts JOIN entries AS e ON e.rowid = entries_fts.rowid "
+        inner = (f"SELECT {select} FROM entries_fts JOIN entries AS e "
+                 f"ON e.rowid = entries_fts.rowid "
                  f"WHERE entries_fts MATCH ? AND {where} ORDER BY score LIMIT ?")
     else:
-        inner = (f"SELECT rowid, bm25(entries_fts) AS score FROM entries_fts "
+        inner = (f"SELECT {select} FROM entries_fts "
                  f"WHERE entries_fts MATCH ? AND {where} ORDER BY score LIMIT ?")
-    sql = (f"SELECT {_COLUMNS}, hits.score FROM ({inner}) AS hits "
+    mask, mask_params = literals.mask_sql()
+    sql = (f"SELECT {COLUMNS}, hits.score, hits.phrases, {mask} FROM ({inner}) AS hits "
            f"JOIN entries AS e ON e.rowid = hits.rowid ORDER BY hits.score, e.rowid DESC")
+    prepare(connection)
     rows = []
-    for rank, values in enumerate(connection.execute(sql, [fts_query, *params, limit])):
-        row = Row(*values[:-1])
-        row.bm25, row.fts_rank = values[-1], rank
+    for rank, values in enumerate(connection.execute(
+            sql, [*mask_params, query.expression, *params, limit])):
+        row = Row(*values[:-3])
+        row.bm25, row.phrases, row.literals = values[-3:]
+        row.fts_rank = rank
         rows.append(row)
     return rows
 
@@ -169,9 +270,68 @@ def load_texts(connection: apsw.Connection, rows: Iterable[Row]) -> None:
             row.text = ""
 
 
+def rows_by_rowid(connection: apsw.Connection, rowids: Sequence[int]) -> dict[int, Row]:
+    """The rows (without text) of ``rowids`` that still exist."""
+    if not rowids:
+        return {}
+    sql = f"SELECT {COLUMNS} FROM entries AS e WHERE e.rowid IN (SELECT value FROM json_each(?))"
+    return {row.rowid: row for row in (Row(*values) for values in
+                                       connection.execute(sql, (json.dumps(list(rowids)),)))}
+
+
 def count_fts(connection: apsw.Connection, fts_query: str, scope: Scope) -> int:
     """How many rows in ``scope`` match ``fts_query`` (for diagnostics)."""
     where, params = scope.where()
     join = " JOIN entries AS e ON e.rowid = entries_fts.rowid" if scope.needs_entries else ""
     sql = f"SELECT count(*) FROM entries_fts{join} WHERE entries_fts MATCH ? AND {where}"
     return connection.execute(sql, [fts_query, *params]).fetchone()[0]
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """What a retrieval reads first about its session."""
+
+    leaf_id: str | None
+    epoch: int
+    watermark: int  # the index's applied event sequence
+
+
+def session_state(connection: apsw.Connection, session_id: str) -> SessionState | None:
+    """The session's leaf, reset epoch and the index watermark (None: not indexed)."""
+    found = connection.execute(
+        "SELECT leaf_id, epoch, (SELECT value FROM meta WHERE key = 'applied_seq') "
+        "FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    if found is None:
+        return None
+    return SessionState(found[0], found[1], int(found[2] or 0))
+
+
+def entries_for(connection: apsw.Connection, session_id: str,
+                entry_ids: Sequence[str]) -> list[PathEntry]:
+    """The indexed entries among caller-given ids (ids the index lacks are skipped)."""
+    rows = connection.execute(
+        "SELECT rowid, entry_id, type, first_kept_id, seq FROM entries "
+        "WHERE session_id = ? AND entry_id IN (SELECT value FROM json_each(?))",
+        (session_id, json.dumps(list(entry_ids))),
+    ).fetchall()
+    return [PathEntry(*row) for row in rows]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One entry's full indexed text and where it comes from."""
+
+    entry_id: str
+    session_id: str
+    type: str
+    role: str | None
+    timestamp: str | None
+    text: str
+
+
+def source_entry(connection: apsw.Connection, session_id: str, entry_id: str) -> Source | None:
+    """One entry by its id in the session, with its text (None: not indexed)."""
+    found = connection.execute(
+        "SELECT entry_id, session_id, type, role, timestamp, text FROM entries "
+        "WHERE session_id = ? AND entry_id = ?", (session_id, entry_id)).fetchone()
+    return None if found is None else Source(*found)

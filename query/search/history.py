@@ -10,7 +10,6 @@ result reaches the model too.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import apsw
@@ -18,20 +17,20 @@ from lookback.index.store import IndexUnavailable
 from lookback.index.tree import leaf_of
 from lookback.query.context.evidence import excerpt
 from lookback.query.privacy.policy import PrivacyPolicy
-from lookback.query.search.candidates import Scope, fts_search, load_texts
+from lookback.query.search.candidates import Scope, entries_for, load_texts, source_entry
+from lookback.query.search.diagnostics import Diagnostics
 from lookback.query.search.ranking import Ranked
 from lookback.query.search.reader import IndexReader, NotIndexed, SessionView
 from lookback.query.search.request import RequestError
 from lookback.query.search.retrieve import (
     INELIGIBLE_WITH_TEXT,
-    CachedMatcher,
-    Retriever,
-    _deduplicate,
-    _merge,
+    Searched,
+    deduplicate,
+    find_candidates,
+    first_position,
     verify_and_rank,
 )
-from lookback.query.text.fts_query import build_fts_query
-from lookback.query.text.terms import QueryTerms, extract_terms
+from lookback.query.text.terms import extract_terms
 
 SCOPES = ("branch", "session", "project")
 DEFAULT_RESULTS = 20
@@ -44,12 +43,13 @@ class HistorySearch:
 
     def search(self, request: Any) -> dict[str, Any]:
         text, scope_name, limit = _search_fields(request)
-        terms = extract_terms(text)
+        searched = Searched.of(extract_terms(text))
+        terms = searched.terms
         if not terms.has_topic:
             return {"status": "no-query", "query": {}, "results": [], "excluded": []}
         try:
             with self.reader.session(**_names(request)) as view:
-                chosen, on_branch = self._ranked(view, terms, scope_name, limit,
+                chosen, on_branch = self._ranked(view, searched, scope_name, limit,
                                                  request.get("leaf_id"),
                                                  _branch_ids(request))
         except (NotIndexed, OSError):
@@ -68,7 +68,7 @@ class HistorySearch:
         return {"status": "ok", "scope": scope_name, "query": terms.by_kind(),
                 "results": shown, "excluded": excluded}
 
-    def _ranked(self, view: SessionView, terms: QueryTerms, scope_name: str, limit: int,
+    def _ranked(self, view: SessionView, searched: Searched, scope_name: str, limit: int,
                 leaf_id: str | None,
                 branch_ids: list[str] | None) -> tuple[list[Ranked], set[str]]:
         """Search, verify, rank and deduplicate inside the open read transaction."""
@@ -79,13 +79,9 @@ class HistorySearch:
         else:
             scope, on_branch = self._scope(connection, view.path, view.session_id, scope_name,
                                            leaf_id)
-        rows = Retriever._literal_rows(connection, terms, scope, 4 * limit)
-        query = build_fts_query(terms)
-        fts_rows = fts_search(connection, query, scope, 8 * limit) if query else []
-        matcher = CachedMatcher(terms, self.reader.entries, str(view.path), connection,
-                                self.reader.folded)
-        ranked = verify_and_rank(_merge(rows, fts_rows), matcher, None, len(fts_rows), {})
-        chosen = _deduplicate(ranked, {})[:limit]
+        rows, fts_hits = find_candidates(connection, searched, scope, 4 * limit, 8 * limit)
+        ranked = verify_and_rank(rows, searched, None, fts_hits, Diagnostics())
+        chosen = deduplicate(ranked)[:limit]
         load_texts(connection, (item.row for item in chosen))
         return chosen, on_branch
 
@@ -109,10 +105,7 @@ class HistorySearch:
                                "and session_id)")
         try:
             with self.reader.session(**_names(request)) as view:
-                row = view.connection.execute(
-                    "SELECT entry_id, session_id, type, role, timestamp, text FROM entries "
-                    "WHERE session_id = ? AND entry_id = ?",
-                    (view.session_id, request["entry_id"])).fetchone()
+                row = source_entry(view.connection, view.session_id, request["entry_id"])
         except (NotIndexed, OSError):
             return {"status": "not-indexed"}
         except IndexUnavailable as error:
@@ -121,11 +114,10 @@ class HistorySearch:
             return {"status": "disabled", "warnings": [f"index unreadable: {type(error).__name__}"]}
         if row is None:
             return {"status": "not-found"}
-        entry = dict(zip(("entry_id", "session_id", "type", "role", "timestamp", "excerpt"),
-                         row, strict=True))
-        text = entry["excerpt"]
-        entry["excerpt"] = excerpt(text, 0, 20_000)
-        shown, excluded = self.policy.apply([entry], request.get("provider"), [text])
+        entry = {"entry_id": row.entry_id, "session_id": row.session_id, "type": row.type,
+                 "role": row.role, "timestamp": row.timestamp,
+                 "excerpt": excerpt(row.text, 0, 20_000)}
+        shown, excluded = self.policy.apply([entry], request.get("provider"), [row.text])
         return {"status": "ok" if shown else "withheld", "entry": shown[0] if shown else None,
                 "excluded": excluded}
 
@@ -165,11 +157,8 @@ def _given_branch(connection: apsw.Connection, session_id: str, scope_name: str,
         return Scope(session_id=session_id), on_branch
     if scope_name == "project":
         return Scope(), on_branch
-    rows = connection.execute(
-        "SELECT rowid, type FROM entries WHERE session_id = ? "
-        "AND entry_id IN (SELECT value FROM json_each(?))",
-        (session_id, json.dumps(branch_ids))).fetchall()
-    return Scope.of_rows(r for r, kind in rows if kind not in INELIGIBLE_WITH_TEXT), on_branch
+    entries = entries_for(connection, session_id, branch_ids)
+    return Scope.of_rows(e.rowid for e in entries if e.type not in INELIGIBLE_WITH_TEXT), on_branch
 
 
 def _names(request: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +167,7 @@ def _names(request: dict[str, Any]) -> dict[str, Any]:
 
 def _result(item: Any, on_branch: set[str]) -> dict[str, Any]:
     row = item.row
-    first = min(match.position for match in item.matches)
+    first = first_position(row.text or "", item.matches)
     return {"entry_id": row.entry_id, "session_id": row.session_id, "role": row.role,
             "timestamp": row.timestamp, "tier": item.tier, "score": item.score,
             "reasons": item.reasons, "on_branch": row.entry_id in on_branch,

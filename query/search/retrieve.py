@@ -10,7 +10,6 @@ match, (8) rank, (9) deduplicate, (10) bounded evidence messages, privacy policy
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from typing import Any
 import apsw
 from lookback.index.store import IndexUnavailable
 from lookback.index.tokens import estimate_tokens
-from lookback.index.tree import PathEntry, context_entries
+from lookback.index.tree import context_entries
 from lookback.query.context.evidence import envelope, evidence_message, excerpt
 from lookback.query.privacy.policy import (
     Classification,
@@ -29,19 +28,24 @@ from lookback.query.privacy.policy import (
     excluded_record,
 )
 from lookback.query.search.candidates import (
+    Literals,
     Row,
     Scope,
+    add_phrase_bits,
     count_fts,
+    entries_for,
     fts_search,
     literal_search,
     load_texts,
+    session_state,
 )
+from lookback.query.search.diagnostics import Diagnostics
 from lookback.query.search.ranking import Ranked, score, sort_key, static_parts
-from lookback.query.search.reader import EntryCache, FoldedCache, IndexReader, NotIndexed
+from lookback.query.search.reader import IndexReader, NotIndexed
 from lookback.query.search.request import RetrievalRequest
 from lookback.query.semantic.hybrid import add_semantic
-from lookback.query.text.fts_query import build_fts_query
-from lookback.query.text.matching import Match, TermMatcher
+from lookback.query.text.fts_query import FtsQuery, compile_query, folded_tokens
+from lookback.query.text.matching import Match, PhraseFinder, find_literal
 from lookback.query.text.terms import QueryTerms, extract_terms
 
 log = logging.getLogger("lookback.query")
@@ -65,6 +69,19 @@ class Allowed:
     context_scope: Scope  # on the branch and in context (for diagnostics)
 
 
+@dataclass(frozen=True)
+class Searched:
+    """One query's compiled form: its terms, FTS5 phrases and literal terms."""
+
+    terms: QueryTerms
+    query: FtsQuery | None
+    literals: Literals
+
+    @classmethod
+    def of(cls, terms: QueryTerms) -> Searched:
+        return cls(terms, compile_query(terms), Literals(tuple(t.text for t in terms.literals)))
+
+
 class Retriever:
     def __init__(self, reader: IndexReader, policy: PrivacyPolicy | None = None,
                  embedder: str = "hashing") -> None:
@@ -74,65 +91,67 @@ class Retriever:
 
     def retrieve(self, request: RetrievalRequest) -> dict[str, Any]:
         started = time.perf_counter()
-        diagnostics: dict[str, Any] = {"warnings": []}
+        diagnostics = Diagnostics()
         if request.message is None:
             return _answer("no-query", None, diagnostics, started)
-        terms = terms_of(request.message)
-        if not terms.has_topic:
-            return _answer("no-query", terms, diagnostics, started)
+        searched = searched_of(request.message)
+        if not searched.terms.has_topic:
+            return _answer("no-query", searched.terms, diagnostics, started)
         try:
             with self.reader.session(session_file=request.session_file,
                                      project=request.project,
                                      session_id=request.session_id) as view:
                 return self._retrieve(view.connection, view.path, view.session_id, request,
-                                      terms, diagnostics, started)
+                                      searched, diagnostics, started)
         except (NotIndexed, OSError):
-            return _answer("not-indexed", terms, diagnostics, started)
+            return _answer("not-indexed", searched.terms, diagnostics, started)
         except IndexUnavailable as error:  # indexed, but not readable now: say why
-            diagnostics["warnings"].append(f"index unavailable: {error}")
-            return _answer("disabled", terms, diagnostics, started)
+            diagnostics.warn(f"index unavailable: {error}")
+            return _answer("disabled", searched.terms, diagnostics, started)
         except apsw.Error as error:  # a corrupt or unreadable index: fail open, say why
-            diagnostics["warnings"].append(f"index unreadable: {type(error).__name__}")
-            return _answer("disabled", terms, diagnostics, started)
+            diagnostics.warn(f"index unreadable: {type(error).__name__}")
+            return _answer("disabled", searched.terms, diagnostics, started)
 
     def _retrieve(self, connection: apsw.Connection, path: Any, session_id: str,
-                  request: RetrievalRequest, terms: QueryTerms, diagnostics: dict[str, Any],
+                  request: RetrievalRequest, searched: Searched, diagnostics: Diagnostics,
                   started: float) -> dict[str, Any]:
-        state = connection.execute(
-            "SELECT leaf_id, epoch, (SELECT value FROM meta WHERE key = 'applied_seq') "
-            "FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        terms = searched.terms
+        state = session_state(connection, session_id)
         if state is None:
             raise NotIndexed("session not indexed")
-        diagnostics["index_watermark"] = int(state[2] or 0)
-        allowed = self._allowed(connection, path, session_id, request, state[0], state[1])
+        diagnostics.index_watermark = state.watermark
+        allowed = self._allowed(connection, path, session_id, request, state.leaf_id,
+                                state.epoch)
         scope = allowed.scope
         literal_limit = max(LITERAL_FLOOR, LITERAL_FACTOR * request.max_results)
         fts_limit = max(FTS_FLOOR, FTS_FACTOR * request.max_results)
         try:
-            rows = self._literal_rows(connection, terms, scope, literal_limit)
+            rows = literal_rows(connection, searched, scope, literal_limit)
         except apsw.Error as error:
-            diagnostics["warnings"].append(f"exact search failed: {type(error).__name__}")
+            diagnostics.warn(f"exact search failed: {type(error).__name__}")
             return _answer("disabled", terms, diagnostics, started)
-        fts_query = build_fts_query(terms)
         fts_rows: list[Row] = []
-        if fts_query is not None:
+        if searched.query is not None:
             try:
-                fts_rows = fts_search(connection, fts_query, scope, fts_limit)
-                diagnostics["in_context_removed"] = count_fts(
-                    connection, fts_query, allowed.context_scope)
+                fts_rows = fts_search(connection, searched.query, searched.literals, scope,
+                                      fts_limit)
+                diagnostics.in_context_removed = count_fts(
+                    connection, searched.query.expression, allowed.context_scope)
             except apsw.Error as error:
-                diagnostics["warnings"].append(f"FTS search failed: {type(error).__name__}")
-        merged = _merge(rows, fts_rows)
-        diagnostics["candidates"] = len(merged)
-        matcher = CachedMatcher(terms, self.reader.entries, str(path), connection,
-                                self.reader.folded)
-        ranked = verify_and_rank(merged, matcher, allowed.ids, len(fts_rows), diagnostics)
+                diagnostics.warn(f"FTS search failed: {type(error).__name__}")
+        try:
+            merged = merge_candidates(connection, searched, rows, fts_rows)
+        except apsw.Error as error:  # rows keep their literal matches
+            diagnostics.warn(f"FTS search failed: {type(error).__name__}")
+            merged = merge_rows(rows, fts_rows)
+        diagnostics.candidates = len(merged)
+        ranked = verify_and_rank(merged, searched, allowed.ids, len(fts_rows), diagnostics)
         if request.semantic and request.message is not None:
             ranked = add_semantic(connection, str(path), session_id, scope, request.message,
                                   ranked, embedder_name=self.embedder,
                                   cache=self.reader.vectors,
                                   max_results=request.max_results, diagnostics=diagnostics)
-        unique = _deduplicate(ranked, diagnostics)
+        unique = deduplicate(ranked, diagnostics)
         evidence, excluded = self._evidence(unique, request, connection, str(path),
                                             diagnostics)
         return _answer("ok", terms, diagnostics, started, evidence, excluded)
@@ -159,7 +178,7 @@ class Retriever:
             return cached  # type: ignore[return-value]
         if request.branch_ids is not None and [e.entry_id for e in branch] != list(
                 request.branch_ids):
-            branch = _entries_for(connection, session_id, request.branch_ids)
+            branch = entries_for(connection, session_id, request.branch_ids)
         if request.context_ids is not None:
             context_ids = set(request.context_ids)
         else:
@@ -177,27 +196,16 @@ class Retriever:
         self.reader.scopes.put(key, allowed)
         return allowed
 
-    # -- steps 3 to 5 -------------------------------------------------------------
-
-    @staticmethod
-    def _literal_rows(connection: apsw.Connection, terms: QueryTerms, scope: Scope,
-                      limit: int) -> list[Row]:
-        found: list[Row] = []
-        for term in terms.literals:
-            for row in literal_search(connection, term.text, scope, limit):
-                row.literal_hits.add(term.text)
-                found.append(row)
-        return found
-
     # -- step 10 ------------------------------------------------------------------
 
     def _evidence(self, ranked: list[Ranked], request: RetrievalRequest,
                   connection: apsw.Connection, index_file: str,
-                  diagnostics: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+                  diagnostics: Diagnostics) -> tuple[list[dict], list[dict]]:
         """Steps 10: bounded evidence, within the token budget and the privacy policy.
 
         Each source is classified whole (all of its indexed text, not only the
-        excerpt), so a secret just outside the excerpt still withholds it.
+        excerpt), so a secret just outside the excerpt still withholds it. Texts
+        are read here, for the items considered, and only on a memo miss.
         """
         budget = request.max_retrieved_history_tokens
         ceiling = self.policy.max_for(request.provider)
@@ -209,7 +217,7 @@ class Retriever:
             def read_text(position: int = position) -> None:
                 # Only on a memo miss; then read the next few texts together.
                 if ranked[position].row.text is None:
-                    load_texts(connection, (i.row for i in ranked[position:position + 16]))
+                    load_texts(connection, (i.row for i in ranked[position:position + 8]))
 
             level = self._classification(index_file, item.row, read_text)
             built = self._build_item(index_file, item, level.label, read_text)
@@ -222,14 +230,14 @@ class Retriever:
                 continue
             evidence.append(built)
             used += built["tokens"]
-        diagnostics["tokens_used"] = used
+        diagnostics.tokens_used = used
         return evidence, excluded
 
     def _build_item(self, index_file: str, item: Ranked, label: str,
                     read_text: Callable[[], None]) -> dict[str, Any]:
         """The evidence item, memoized: same row and same score parts, same message."""
         key = ("evidence", index_file, item.row.rowid, item.tier, tuple(item.parts),
-               item.matches[0].position if item.matches else None, label)
+               tuple((match.term, match.literal) for match in item.matches), label)
         built = self.reader.evidence.get(key)
         if built is None:
             read_text()
@@ -249,49 +257,70 @@ class Retriever:
 
 
 @functools.lru_cache(maxsize=1024)
+def searched_of(message: str) -> Searched:
+    """Terms and compiled query, memoized: a tool loop asks about one message many times."""
+    return Searched.of(extract_terms(message))
+
+
 def terms_of(message: str) -> QueryTerms:
-    """``extract_terms``, memoized: a tool loop asks about the same message many times."""
-    return extract_terms(message)
+    """``extract_terms``, memoized (see ``searched_of``)."""
+    return searched_of(message).terms
 
 
-class CachedMatcher:
-    """``TermMatcher`` with per-row results memoized for this query's terms.
+def literal_rows(connection: apsw.Connection, searched: Searched, scope: Scope,
+                 limit: int) -> list[Row]:
+    """Step 3: for each literal term, the newest ``limit`` rows holding it as written."""
+    found: list[Row] = []
+    for number in range(len(searched.literals.texts)):
+        found.extend(literal_search(connection, searched.literals, number, scope, limit))
+    return found
 
-    Texts are read only for rows whose matches are not memoized yet.
+
+def find_candidates(connection: apsw.Connection, searched: Searched, scope: Scope,
+                    literal_limit: int, fts_limit: int) -> tuple[list[Row], int]:
+    """Steps 3 to 5 in ``scope``: merged literal and FTS rows, and the FTS hit count."""
+    rows = literal_rows(connection, searched, scope, literal_limit)
+    fts_rows: list[Row] = []
+    if searched.query is not None:
+        fts_rows = fts_search(connection, searched.query, searched.literals, scope, fts_limit)
+    return merge_candidates(connection, searched, rows, fts_rows), len(fts_rows)
+
+
+def merge_candidates(connection: apsw.Connection, searched: Searched, literal: list[Row],
+                     fts: list[Row]) -> list[Row]:
+    """Step 5: merged rows, each knowing every phrase it matches (not only its literal's)."""
+    merged = merge_rows(literal, fts)
+    if searched.query is not None:
+        add_phrase_bits(connection, searched.query,
+                        [row for row in merged if row.fts_rank is None])
+    return merged
+
+
+def matches_of(row: Row, searched: Searched) -> list[Match]:
+    """Step 7: the row's verified terms, from what SQL reported (literal bits, phrase bits).
+
+    A literal term found as written is a ``literal`` match; otherwise a term whose
+    phrase FTS5 matched (folded, whole tokens, in order) is a non-literal match.
+    Positions are found later, only for the items returned (``first_position``).
     """
-
-    def __init__(self, terms: QueryTerms, cache: EntryCache, index_file: str,
-                 connection: apsw.Connection, folded: FoldedCache | None = None) -> None:
-        self.matcher = TermMatcher(terms)
-        self.cache = cache
-        self.folded = folded or FoldedCache(max_chars=0)
-        self.index_file = index_file
-        self.connection = connection
-        # A plain string hashes once and is cached by Python; a tuple of Terms is not.
-        signature = "\x1f".join(f"{term.kind}\x1e{term.text}" for term in terms)
-        self.prefix = ("matches", index_file, signature)
-
-    def match_all(self, rows: list[Row]) -> list[tuple[list[Match], tuple | None]]:
-        """Per row: its verified matches and its static score parts (None: no match)."""
-        keys = [(*self.prefix, row.rowid) for row in rows]
-        found = [self.cache.get(key) for key in keys]
-        misses = [row for row, value in zip(rows, found, strict=True) if value is None]
-        if misses:
-            load_texts(self.connection, misses)
-        for index, (row, key) in enumerate(zip(rows, keys, strict=True)):
-            if found[index] is None:
-                text = row.text or ""
-                matches = self.matcher.match(
-                    text, lambda text, rowid=row.rowid: self.folded.get(self.index_file,
-                                                                        rowid, text))
-                static = static_parts(Ranked(row, matches), True) if matches else None
-                found[index] = (matches, static)
-                self.cache.put(key, found[index])
-        return found  # type: ignore[return-value]
+    matches: list[Match] = []
+    literal_number = 0
+    query = searched.query
+    for index, term in enumerate(searched.terms):
+        if term.is_literal:
+            bit = literal_number
+            literal_number += 1
+            if row.literals >> bit & 1:
+                matches.append(Match(term, -1, True))
+                continue
+        phrase = None if query is None else query.term_phrases[index]
+        if phrase is not None and row.phrases >> phrase & 1:
+            matches.append(Match(term, -1, False))
+    return matches
 
 
-def verify_and_rank(rows: list[Row], matcher: CachedMatcher, allowed_ids: frozenset[str] | None,
-                    fts_hits: int, diagnostics: dict[str, Any]) -> list[Ranked]:
+def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[str] | None,
+                    fts_hits: int, diagnostics: Diagnostics) -> list[Ranked]:
     """Steps 7 (verification) and 8: keep rows with a verified match, score, order.
 
     ``allowed_ids`` None skips the defensive branch check (explicit project search).
@@ -300,38 +329,40 @@ def verify_and_rank(rows: list[Row], matcher: CachedMatcher, allowed_ids: frozen
     on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
     rejected_branch = len(rows) - len(on_scope)  # defensive: SQL already filtered
     unverified = 0
-    statics = []
-    for row, (matches, static) in zip(on_scope, matcher.match_all(on_scope), strict=True):
+    for row in on_scope:
+        matches = matches_of(row, searched)
         if not matches:
             unverified += 1
             continue
         ranked.append(Ranked(row, matches))
-        statics.append(static)
     if ranked:
         oldest = min(item.row.seq for item in ranked)
         newest = max(item.row.seq for item in ranked)
-        for item, static in zip(ranked, statics, strict=True):
+        for item in ranked:
             score(item, on_branch=True, fts_hits=fts_hits, oldest=oldest, newest=newest,
-                  static=static)
+                  static=static_parts(item, True))
     ranked.sort(key=sort_key)
-    diagnostics["alternate_branch_candidates"] = rejected_branch
-    diagnostics["unverified_rejected"] = unverified
+    diagnostics.alternate_branch_candidates = rejected_branch
+    diagnostics.unverified_rejected = unverified
     return ranked
 
 
-def _entries_for(connection: apsw.Connection, session_id: str,
-                 entry_ids: tuple[str, ...]) -> list[PathEntry]:
-    """The indexed entries among caller-given ids (ids the index lacks are skipped)."""
-    rows = connection.execute(
-        "SELECT rowid, entry_id, type, first_kept_id, seq FROM entries "
-        "WHERE session_id = ? AND entry_id IN (SELECT value FROM json_each(?))",
-        (session_id, json.dumps(list(entry_ids))),
-    ).fetchall()
-    return [PathEntry(*row) for row in rows]
+def first_position(text: str, matches: list[Match]) -> int:
+    """Where the earliest verified term starts in ``text`` (to centre an excerpt)."""
+    positions = []
+    finder = PhraseFinder(text)
+    for match in matches:
+        if match.literal:
+            found = find_literal(text, match.term.text)
+        else:
+            found = finder.find(folded_tokens(match.term.text))
+        if found is not None:
+            positions.append(found)
+    return min(positions, default=0)
 
 
-def _merge(*groups: list[Row]) -> list[Row]:
-    """One row per entry key; literal hits and FTS rank combined."""
+def merge_rows(*groups: list[Row]) -> list[Row]:
+    """Step 5: one row per entry key; literal and phrase bits and the FTS rank combined."""
     merged: dict[tuple[str, str], Row] = {}
     for rows in groups:
         for row in rows:
@@ -340,29 +371,31 @@ def _merge(*groups: list[Row]) -> list[Row]:
             if seen is None:
                 merged[key] = row
                 continue
-            seen.literal_hits |= row.literal_hits
+            seen.literals |= row.literals
+            seen.phrases |= row.phrases
             if row.fts_rank is not None and seen.fts_rank is None:
                 seen.bm25, seen.fts_rank = row.bm25, row.fts_rank
     return list(merged.values())
 
 
-def _deduplicate(ranked: list[Ranked], diagnostics: dict[str, Any]) -> list[Ranked]:
-    """Keep the first (higher-ranked, then newer) of identical normalized texts."""
-    seen: set[str] = set()
+def deduplicate(ranked: list[Ranked], diagnostics: Diagnostics | None = None) -> list[Ranked]:
+    """Step 9: keep the first (higher-ranked, then newer) of identical normalized texts."""
+    seen: set[object] = set()
     unique: list[Ranked] = []
     for item in ranked:
-        key = item.row.text_hash or item.row.text
+        key = item.row.text_hash or ("rowid", item.row.rowid)
         if key in seen:
             continue
         seen.add(key)
         unique.append(item)
-    diagnostics["deduplicated"] = len(ranked) - len(unique)
+    if diagnostics is not None:
+        diagnostics.deduplicated = len(ranked) - len(unique)
     return unique
 
 
 def _build_item(item: Ranked, classification: str) -> dict[str, Any]:
     row = item.row
-    first = min((match.position for match in item.matches), default=0)  # vector-only: none
+    first = first_position(row.text or "", item.matches)  # vector-only: no matches, 0
     quoted = excerpt(row.text, first)
     text = envelope(session_id=row.session_id, entry_id=row.entry_id, timestamp=row.timestamp,
                     role=row.role, score=item.score, reasons=item.reasons, quoted=quoted)
@@ -389,11 +422,11 @@ def _copy_item(built: dict[str, Any]) -> dict[str, Any]:
             "message": {**message, "content": [dict(block) for block in message["content"]]}}
 
 
-def _answer(status: str, terms: QueryTerms | None, diagnostics: dict[str, Any],
+def _answer(status: str, terms: QueryTerms | None, diagnostics: Diagnostics,
             started: float, evidence: list[dict] | None = None,
             excluded: list[dict] | None = None) -> dict[str, Any]:
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
-    diagnostics["latency_ms"] = latency_ms
+    diagnostics.latency_ms = latency_ms
     evidence = evidence or []
     log.info("retrieve status=%s terms=%d evidence=%d excluded=%d latency_ms=%.3f",
              status, len(terms) if terms else 0, len(evidence), len(excluded or []), latency_ms)
@@ -403,5 +436,5 @@ def _answer(status: str, terms: QueryTerms | None, diagnostics: dict[str, Any],
         "evidence": evidence,
         "retrieved_event_ids": [f"{e['session_id']}:{e['entry_id']}" for e in evidence],
         "excluded": excluded or [],
-        "diagnostics": diagnostics,
+        "diagnostics": diagnostics.as_dict(),
     }

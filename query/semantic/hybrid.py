@@ -19,13 +19,12 @@ the request says ``semantic: true``. What it does, and why it is safe:
 Any problem -- no embeddings table, an embedding set that is missing, partial
 or stale for the allowed scope, an embedder that fails to load, a slow call --
 returns the lexical ranking unchanged with a warning in
-``diagnostics["warnings"]``; ``diagnostics["semantic"]`` carries the counts.
+``diagnostics.warnings``; ``diagnostics.semantic`` carries the counts.
 Nothing here logs or reports request or entry text.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +34,8 @@ import numpy as np
 from lookback.index.embedding import EmbeddingError, EmbeddingPort, get_embedder
 from lookback.index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
 from lookback.index.store import read_meta
-from lookback.query.search.candidates import _COLUMNS, Row, Scope
+from lookback.query.search.candidates import Row, Scope, rows_by_rowid
+from lookback.query.search.diagnostics import Diagnostics
 from lookback.query.search.ranking import (
     ACTIVE_BRANCH,
     AUTHORITY,
@@ -71,7 +71,7 @@ class SessionVectors:
 
 def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, scope: Scope,
                  message: str, ranked: list[Ranked], *, embedder_name: str, cache: Any,
-                 max_results: int, diagnostics: dict[str, Any],
+                 max_results: int, diagnostics: Diagnostics,
                  timeout_ms: float | None = None) -> list[Ranked]:
     """``ranked`` with vector candidates fused in, or unchanged plus a warning.
 
@@ -81,7 +81,7 @@ def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, 
     """
     started = time.perf_counter()
     counts: dict[str, Any] = {"embedder": embedder_name, "used": False}
-    diagnostics["semantic"] = counts
+    diagnostics.semantic = counts
     try:
         embedder = _embedder(embedder_name)
         with connection:  # a savepoint: joins the caller's read snapshot
@@ -91,9 +91,9 @@ def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, 
                            index_file)
             _check_time(started, DEFAULT_TIMEOUT_MS if timeout_ms is None else timeout_ms)
             known = {item.row.rowid for item in ranked}
-            extra = _rows_for(connection, [rowid for rowid, _ in hits if rowid not in known])
+            extra = rows_by_rowid(connection, [rowid for rowid, _ in hits if rowid not in known])
     except SemanticFallback as reason:
-        diagnostics["warnings"].append(f"semantic: {reason}; lexical results only")
+        diagnostics.warn(f"semantic: {reason}; lexical results only")
         counts["ms"] = _elapsed_ms(started)
         return ranked
     fused = _fuse(ranked, hits, extra)
@@ -198,14 +198,6 @@ def _embedder(name: str) -> EmbeddingPort:
     except Exception as error:  # a broken model file must never fail the call
         raise SemanticFallback(f"embedder {name!r} failed to load ({type(error).__name__})"
                                ) from None
-
-
-def _rows_for(connection: apsw.Connection, rowids: list[int]) -> dict[int, Row]:
-    if not rowids:
-        return {}
-    sql = f"SELECT {_COLUMNS} FROM entries AS e WHERE e.rowid IN (SELECT value FROM json_each(?))"
-    return {row.rowid: row for row in (Row(*values) for values in
-                                       connection.execute(sql, (json.dumps(rowids),)))}
 
 
 def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]],

@@ -2,33 +2,82 @@
 
 FTS5 has a query language (``OR``, ``NOT``, ``NEAR(...)``, ``*``, ``^``, ``col:``,
 parentheses); user text must never reach it as syntax. So every term becomes one
-FTS5 *string*: its tokens, as the index tokenizer would cut them, joined by spaces
-and wrapped in double quotes (any ``"`` inside is doubled, though tokens never hold
+FTS5 *string*: its tokens, as the index tokenizer cuts them, joined by spaces and
+wrapped in double quotes (any ``"`` inside is doubled, though tokens never hold
 one). Inside a string FTS5 sees only tokens, and a string of several tokens is a
 phrase: ``src/main.ts`` becomes ``"src main ts"``, which matches the path as written.
 
-Terms that tokenize to nothing (``^``, ``(``, emoji) are dropped. The token rule
-mirrors the index tokenizer ``unicode61 remove_diacritics 2 tokenchars '_'``
-(``index.schema.FTS_TOKENIZE``): letters, numbers and private-use characters, plus
-``_``; FTS5 itself folds case and diacritics.
+Tokens come from SQLite's own tokenizer (``index.schema.FTS_TOKENIZE``, called
+through APSW's ``Connection.fts5_tokenizer``), never from a copy of its rules: a
+decomposed (NFD) ``résumé`` is one token to the index, so it is one token here.
+Terms that tokenize to nothing (``^``, ``(``, emoji) are dropped.
+
+Each phrase of the ``OR`` expression is numbered (FTS5 numbers them left to right);
+``FtsQuery.term_phrases`` says which phrase stands for which term, so a row's
+matching phrases (``query.search.candidates``) tell which terms it matches.
 """
 
 from __future__ import annotations
 
-import regex
+import shlex
+import threading
+from dataclasses import dataclass
+
+import apsw
+from lookback.index.schema import FTS_TOKENIZE
 from lookback.query.text.terms import MAX_TERMS, QueryTerms
 
-#: A token as ``unicode61 tokenchars '_'`` cuts it (categories L*, N*, Co, plus ``_``).
-_FTS_TOKEN = regex.compile(r"[\p{L}\p{N}\p{Co}_]+")
-#: A phrase longer than this many tokens is cut: a prefix still finds the text.
-MAX_PHRASE_TOKENS = 16
+#: A term is at most ``terms.MAX_TERM_CHARS`` (200) characters, so at most 100 tokens:
+#: no term's phrase is ever cut, and a phrase hit is a hit of the whole term.
+MAX_PHRASE_TOKENS = 128
 #: Tokens longer than this cannot be in the index usefully; such terms are dropped.
 MAX_TOKEN_CHARS = 100
 
 
+class _Tokenizer:
+    """SQLite's tokenizer of the index (``FTS_TOKENIZE``), on a private connection."""
+
+    def __init__(self, spec: str) -> None:
+        name, *args = shlex.split(spec)
+        self._connection = apsw.Connection(":memory:")
+        self._tokenize = self._connection.fts5_tokenizer(name, args)
+        self._lock = threading.Lock()
+
+    def spans(self, text: str, reason: int = apsw.FTS5_TOKENIZE_DOCUMENT
+              ) -> list[tuple[int, int, str]]:
+        """``(start, end, folded token)`` per token; offsets into ``text``'s UTF-8 bytes."""
+        data = text.encode("utf-8", "replace")  # lone surrogates become "?", a separator
+        with self._lock:
+            found = self._tokenize(data, reason, None, include_colocated=False)
+        return [(start, end, token) for start, end, token in found]
+
+
+_TOKENIZER = _Tokenizer(FTS_TOKENIZE)
+
+
 def fts_tokens(text: str) -> list[str]:
-    """The tokens the index tokenizer would see in ``text`` (before case folding)."""
-    return _FTS_TOKEN.findall(text)
+    """The tokens the index tokenizer sees in ``text``, as written (before folding).
+
+    >>> fts_tokens("src/main.ts")
+    ['src', 'main', 'ts']
+    """
+    data = text.encode("utf-8", "replace")
+    return [data[start:end].decode("utf-8", "replace")
+            for start, end, _ in _TOKENIZER.spans(text, apsw.FTS5_TOKENIZE_QUERY)]
+
+
+def folded_tokens(text: str) -> list[str]:
+    """The tokens of ``text`` as the index stores them (case and diacritics folded).
+
+    >>> folded_tokens("Perché_Not résumé")
+    ['perche_not', 'resume']
+    """
+    return [token for _, _, token in _TOKENIZER.spans(text, apsw.FTS5_TOKENIZE_QUERY)]
+
+
+def token_spans(text: str) -> list[tuple[int, int, str]]:
+    """Every token of a stored text with its UTF-8 byte offsets (see ``_Tokenizer``)."""
+    return _TOKENIZER.spans(text)
 
 
 def quote_fts_string(text: str) -> str:
@@ -43,24 +92,47 @@ def _phrase(text: str) -> str | None:
     return quote_fts_string(" ".join(tokens))
 
 
+@dataclass(frozen=True)
+class FtsQuery:
+    """An ``OR`` of quoted phrases, and which phrase each term of the query became."""
+
+    expression: str
+    phrases: tuple[str, ...]
+    #: Per term (in ``QueryTerms`` order): its phrase's number, or None (no tokens).
+    term_phrases: tuple[int | None, ...]
+
+    def phrase_of(self, index: int) -> str | None:
+        """The quoted phrase of the ``index``-th term, if it has one."""
+        number = self.term_phrases[index]
+        return None if number is None else self.phrases[number]
+
+
+def compile_query(terms: QueryTerms, max_terms: int = MAX_TERMS) -> FtsQuery | None:
+    """The query's phrases (equal phrases once, up to ``max_terms``); None if none is left."""
+    phrases: list[str] = []
+    numbers: dict[str, int] = {}
+    term_phrases: list[int | None] = []
+    for term in terms:
+        string = _phrase(term.text)
+        key = string.casefold() if string is not None else None
+        if key is not None and key not in numbers and len(phrases) < max_terms:
+            numbers[key] = len(phrases)
+            phrases.append(string)  # type: ignore[arg-type]
+        term_phrases.append(None if key is None else numbers.get(key))
+    if not phrases:
+        return None
+    return FtsQuery(" OR ".join(phrases), tuple(phrases), tuple(term_phrases))
+
+
 def build_fts_query(terms: QueryTerms, max_terms: int = MAX_TERMS) -> str | None:
     """An FTS5 ``OR`` of every term as a quoted string or phrase; ``None`` if none is left.
 
-    >>> from query.terms import extract_terms
+    >>> from lookback.query.text.terms import extract_terms
     >>> build_fts_query(extract_terms('why does `src/main.ts` say "name OR secret*"?'))
     '"src main ts" OR "name OR secret"'
     """
-    strings: list[str] = []
-    seen: set[str] = set()
-    for term in terms:
-        string = _phrase(term.text)
-        if string is None or string.casefold() in seen:
-            continue
-        seen.add(string.casefold())
-        strings.append(string)
-        if len(strings) == max_terms:
-            break
-    return " OR ".join(strings) if strings else None
+    query = compile_query(terms, max_terms)
+    return None if query is None else query.expression
 
 
 def build_phrase_query(literal: str) -> str | None:
@@ -68,8 +140,8 @@ def build_phrase_query(literal: str) -> str | None:
 
     Every row containing ``literal`` as written matches this phrase (FTS5 ignores
     case and punctuation), so the caller runs it first and then confirms each row
-    with ``instr`` or ``query.matching.find_literal``. ``None`` if the literal has no
-    token to search for.
+    with ``query.text.matching.find_literal``. ``None`` if the literal has no token to
+    search for.
 
     >>> build_phrase_query("parse_config")
     '"parse_config"'

@@ -24,10 +24,12 @@ each): patterns are prepared once, each text is folded once, and scanning uses
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 import regex
+from lookback.query.text.fts_query import token_spans
 from lookback.query.text.normalize import WORD_CHARS, FoldedText, find_bounded, fold
 from lookback.query.text.terms import QueryTerms, Term
 
@@ -51,6 +53,89 @@ def find_literal(text: str, literal: str) -> int | None:
     26
     """
     return find_bounded(text, literal)
+
+
+def _is_token_char(char: str) -> bool:
+    # unicode61 with remove_diacritics: letters, numbers, ``_`` and (folded away) marks.
+    if char.isalnum() or char == "_":
+        return True
+    category = unicodedata.category(char)
+    return category[0] == "M" or category == "Co"
+
+
+def _find_lowered(lowered: str, tokens: Sequence[str]) -> int | None:
+    """Phrase search on lower-cased text with ``str.find`` (tokens of ASCII or kept case)."""
+    first, size = tokens[0], len(lowered)
+    position = lowered.find(first)
+    while position != -1:
+        end = position + len(first)
+        if (position == 0 or not _is_token_char(lowered[position - 1])) and (
+                end == size or not _is_token_char(lowered[end])):
+            for token in tokens[1:]:
+                while end < size and not _is_token_char(lowered[end]):
+                    end += 1
+                if not lowered.startswith(token, end):
+                    break
+                end += len(token)
+                if end < size and _is_token_char(lowered[end]):
+                    break
+            else:
+                return position
+        position = lowered.find(first, position + 1)
+    return None
+
+
+def _find_in_spans(text: str, spans: list[tuple[int, int, str]],
+                   tokens: Sequence[str]) -> int | None:
+    count = len(tokens)
+    for index in range(len(spans) - count + 1):
+        if all(spans[index + offset][2] == tokens[offset] for offset in range(count)):
+            data = text.encode("utf-8", "replace")
+            return len(data[:spans[index][0]].decode("utf-8", "replace"))
+    return None
+
+
+class PhraseFinder:
+    """Finds where folded phrases occur in one text, as FTS5 matches a phrase.
+
+    Used to centre an excerpt, only for the items returned: FTS5 itself already
+    decided which rows match. Lower-cased text with ``str.find`` answers most
+    lookups; a phrase not found so (its text has accents, say) is looked up in the
+    text's tokens from SQLite's own tokenizer, computed at most once.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        lowered = text.lower()
+        self._lowered = lowered if len(lowered) == len(text) else None
+        self._spans: list[tuple[int, int, str]] | None = None
+
+    def find(self, tokens: Sequence[str]) -> int | None:
+        """Position (in ``text``) of the first occurrence of ``tokens``, if any.
+
+        >>> PhraseFinder("see SRC/main.ts, then src/main.ts").find(["src", "main", "ts"])
+        4
+        >>> PhraseFinder("un re\u0301sume\u0301 court").find(["resume"])
+        3
+        """
+        if not tokens:
+            return None
+        if self._lowered is not None:
+            found = _find_lowered(self._lowered, tokens)
+            if found is not None or self.text.isascii():
+                return found
+        if self._spans is None:
+            self._spans = token_spans(self.text)
+        return _find_in_spans(self.text, self._spans, tokens)
+
+
+def find_phrase(text: str, tokens: Sequence[str]) -> int | None:
+    """Where ``tokens`` (folded, as the index stores them) first occur in ``text``.
+
+    >>> find_phrase("un résumé court", ["resume"])
+    3
+    """
+    return PhraseFinder(text).find(tokens)
 
 
 class _FoldedPattern:

@@ -130,7 +130,9 @@ class FoldedText:
 
 def is_word_char(char: str) -> bool:
     """True for characters that continue a word (letters, marks, numbers, ``_``)."""
-    return char == "_" or char.isalnum() or unicodedata.category(char).startswith("M")
+    if char.isascii():  # the common case, without a category lookup
+        return char == "_" or char.isalnum()
+    return char.isalnum() or unicodedata.category(char).startswith("M")
 
 
 def find_bounded(haystack: str, needle: str, start: int = 0) -> int | None:
