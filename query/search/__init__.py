@@ -24,6 +24,8 @@ _EXPORTS = {
     "parse_request": "request",
     "Row": "candidates",
     "Scope": "candidates",
+    "rows_by_rowid": "candidates",
+    "Diagnostics": "diagnostics",
     "Ranked": "ranking",
     "FTS_MATCH": "ranking",
     "ACTIVE_BRANCH": "ranking",

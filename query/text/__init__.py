@@ -31,8 +31,13 @@ _EXPORTS = {
     "ERROR_KINDS": "terms",
     "build_fts_query": "fts_query",
     "build_phrase_query": "fts_query",
+    "compile_query": "fts_query",
+    "FtsQuery": "fts_query",
+    "folded_tokens": "fts_query",
     "TermMatcher": "matching",
     "Match": "matching",
+    "PhraseFinder": "matching",
+    "find_literal": "matching",
     "FoldedText": "normalize",
     "fold": "normalize",
 }
