@@ -69,34 +69,24 @@ class Identity:
     started_at: str | None = None
 
 
-def identity_of(objects: list[dict[str, Any]]) -> Identity | None:
-    """The identity from a file's first parsed lines (None: not Claude Code, or no
-    tree entry with a ``cwd`` yet).
+def identity_of(obj: dict[str, Any]) -> Identity | None:
+    """The file's identity if ``obj`` is its first tree entry with a ``sessionId`` and a
+    ``cwd`` (None: keep looking; bookkeeping lines carry no ``cwd``).
 
-    The session id is ``sessionId``; the project is the ``cwd`` of the first tree
-    entry; a file whose entries are sidechains with an ``agentId`` is a sub-agent
-    transcript and gets its own session id beside its parent's.
+    The session id is ``sessionId``, the project the ``cwd``; a sidechain entry with an
+    ``agentId`` starts a sub-agent transcript, which gets its own session id beside its
+    parent's.
     """
-    session_id: str | None = None
-    for obj in objects:
-        if not isinstance(obj.get("sessionId"), str) or not obj["sessionId"]:
-            continue
-        session_id = session_id or obj["sessionId"]
-        if not is_tree_entry(obj) or not isinstance(obj.get("cwd"), str):
-            continue
-        stamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
-        agent = obj.get("agentId")
-        if obj.get("isSidechain") and isinstance(agent, str) and agent:
-            return Identity(f"{obj['sessionId']}-agent-{agent}", obj["cwd"],
-                            parent_session=obj["sessionId"], started_at=stamp)
-        return Identity(session_id, obj["cwd"], started_at=stamp)
-    return None
-
-
-def looks_like_claude_code(obj: dict[str, Any]) -> bool:
-    """True for a line only Claude Code writes (a ``sessionId`` and a known type)."""
-    return isinstance(obj.get("sessionId"), str) and (
-        obj.get("type") in TREE_TYPES or obj.get("type") in BOOKKEEPING_TYPES)
+    session_id, cwd = obj.get("sessionId"), obj.get("cwd")
+    if not (is_tree_entry(obj) and isinstance(session_id, str) and session_id
+            and isinstance(cwd, str)):
+        return None
+    stamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+    agent = obj.get("agentId")
+    if obj.get("isSidechain") and isinstance(agent, str) and agent:
+        return Identity(f"{session_id}-agent-{agent}", cwd, parent_session=session_id,
+                        started_at=stamp)
+    return Identity(session_id, cwd, started_at=stamp)
 
 
 def is_tree_entry(obj: dict[str, Any]) -> bool:

@@ -293,15 +293,13 @@ def _claude_header(handle: BinaryIO, path: str, max_line_bytes: int,
                    first_end: int) -> tuple[FileState, dict[str, Any]]:
     """A Claude Code file: identity from its first lines; its body is read from the start
     (there is no header line), and the first line stands in for one in rewrite checks."""
-    objects: list[dict[str, Any]] = []
+    identity = None
     for index, (_, _, line) in enumerate(_complete_lines(handle, 0, max_line_bytes,
                                                          ReadStats())):
-        if index >= IDENTITY_LINES:
-            break
         obj = parse_object(line) if line is not None else None
-        if obj is not None:
-            objects.append(obj)
-    identity = claude_code.identity_of(objects)
+        identity = claude_code.identity_of(obj) if obj is not None else None
+        if identity is not None or index + 1 >= IDENTITY_LINES:
+            break
     if identity is None:
         raise NotASession(f"{path}: not a session file (no Pi session header, no Claude "
                           "Code entry with a sessionId and cwd)")
