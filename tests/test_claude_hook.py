@@ -231,3 +231,27 @@ def test_hook_command_quotes_paths():
 
     command = hook_command(load_settings({}, environ={}), python="/opt/my python/bin/python3")
     assert command.startswith("'/opt/my python/bin/python3' -S -I ")
+
+
+def test_the_providers_privacy_policy_decides_what_leaves(home, tmp_path):
+    """A sensitive span in the removed turn: withheld whole from Anthropic, given to a local
+    model (``privacy.local_providers``)."""
+    rows = [json.loads(line) for line in MAIN.read_text(encoding="utf-8").splitlines()]
+    first = by_text(MAIN, "ORCHID_LATCH_9031")
+    secret = "The vault password is [lookback:sensitive]hunter2-VAULT[/lookback:sensitive]."
+    for row in rows:
+        if row.get("uuid") == first["uuid"]:
+            row["message"]["content"] += " " + secret
+    copy = tmp_path / "sessions" / MAIN.name
+    copy.parent.mkdir()
+    copy.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    index_paths(home, copy)
+    server, thread = start_server(settings_for(home))
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        remote = run(hook_input(transcript=copy), url, provider="anthropic")
+        local = run(hook_input(transcript=copy), url, provider="local")
+    finally:
+        stop_server(server, thread)
+    assert remote is None or (first["uuid"] not in remote and "hunter2" not in remote)
+    assert first["uuid"] in context_of(local) and "hunter2-VAULT" in context_of(local)
