@@ -20,6 +20,7 @@ from lookback.index.memo import Memo
 PROJECTS_DIR = "projects"
 CURRENT_FILE = "CURRENT"
 LOCK_FILE = "writer.lock"
+REBUILD_LOCK_FILE = "rebuild.lock"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 
 #: CURRENT file → (its inode, mtime and size, the generation it named); bounded, so a
@@ -44,6 +45,11 @@ class ProjectDir:
     @property
     def lock_path(self) -> Path:
         return self.path / LOCK_FILE
+
+    @property
+    def rebuild_lock_path(self) -> Path:
+        """Held by the one rebuild (or repair) of this project that may run."""
+        return self.path / REBUILD_LOCK_FILE
 
     def current_generation(self) -> int | None:
         """The live generation, re-read only when ``CURRENT`` was replaced.

@@ -22,12 +22,17 @@ from lookback.index.writer import SetAside, append_events
 from lookback.ingest.events import Event
 from lookback.ingest.reader import FileState
 
+from lookback.errors import LookbackError
+
 #: Driver errors that are not the index's fault and keep their type (callers report them).
 PASS_THROUGH = (apsw.FullError, apsw.BusyError)
 
 
-class WriterBusy(TimeoutError):
+class WriterBusy(LookbackError, TimeoutError):
     """Another writer holds the project's lock."""
+
+    code = "busy"
+    http_status = 503
 
 
 class ProjectWriter:
@@ -46,7 +51,7 @@ class ProjectWriter:
             except PASS_THROUGH:
                 raise
             except apsw.Error as error:
-                raise translate(error, f"project {self.project.name}") from None
+                raise translate(error, f"project {self.project.name}", self.project.name) from None
             if generation is None:
                 self.project.set_current(1)
         except BaseException:
@@ -61,7 +66,7 @@ class ProjectWriter:
         except PASS_THROUGH:
             raise
         except apsw.Error as error:
-            raise translate(error, f"project {self.project.name}") from None
+            raise translate(error, f"project {self.project.name}", self.project.name) from None
         return None if row is None or row[0] is None else FileState.from_json(row[0])
 
     def write(self, events: Iterable[Event], *, state: FileState | None = None,
@@ -95,7 +100,7 @@ class ProjectWriter:
         except apsw.Error as error:
             if isinstance(error, apsw.ConstraintError | apsw.MismatchError | apsw.TooBigError):
                 raise  # an event the caller may set aside, not the index's fault
-            raise translate(error, f"project {self.project.name}") from None
+            raise translate(error, f"project {self.project.name}", self.project.name) from None
 
     def close(self) -> None:
         try:

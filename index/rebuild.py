@@ -5,6 +5,12 @@ so appends go on meanwhile. Phase 2 takes the lock, catches up with the events
 appended since, and points ``CURRENT`` at the new generation. Readers that opened
 the old file keep answering from it until they reopen.
 
+One rebuild per project at a time: the whole rebuild holds the project's
+``rebuild.lock``, and a second one refuses at once (``RebuildBusy``) instead of
+racing the first: the loser's clean-up used to delete the winner's live file. A
+generation is only ever removed by the swap that replaced it (or as the leftover
+of a rebuild that never swapped), never while ``CURRENT`` names it.
+
 Semantic vectors are carried over in phase 1 (``index.embeddings.copy_embeddings``):
 they are keyed by entry key and text hash, so the replayed entries keep them. Vectors
 stored after that copy are not carried; those entries are re-embedded in the
@@ -22,7 +28,7 @@ from dataclasses import dataclass
 import apsw
 from lookback.index.embeddings import copy_embeddings
 from lookback.index.layout import ProjectDir
-from lookback.index.project import acquire_lock
+from lookback.index.project import WriterBusy, acquire_lock
 from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
 from lookback.index.store import open_reader, open_writer, read_meta, write_meta
 from lookback.index.writer import replay
@@ -42,9 +48,37 @@ class RebuildReport:
 Progress = Callable[[int, int], None]
 
 
+class RebuildBusy(WriterBusy):
+    """Another rebuild of the project is running; this one was not started."""
+
+
 def rebuild(project: ProjectDir, *, progress: Progress | None = None,
-            lock_timeout: float = 60.0) -> RebuildReport:
-    """Rebuild ``project``'s index from its events and swap it in atomically."""
+            lock_timeout: float = 60.0, wait: float = 0.0) -> RebuildReport:
+    """Rebuild ``project``'s index from its events and swap it in atomically.
+
+    Raises RebuildBusy when another rebuild of the project holds its rebuild lock
+    for longer than ``wait`` seconds.
+    """
+    guard = exclusive(project, wait)
+    try:
+        return rebuild_locked(project, progress=progress, lock_timeout=lock_timeout)
+    finally:
+        os.close(guard)
+
+
+def exclusive(project: ProjectDir, wait: float = 0.0) -> int:
+    """Take the project's rebuild lock (a descriptor to close), or raise RebuildBusy."""
+    project.path.mkdir(parents=True, exist_ok=True)
+    try:
+        return acquire_lock(project.rebuild_lock_path, wait)
+    except WriterBusy:
+        raise RebuildBusy(f"{project.name}: another reindex of this project is running; "
+                          "this one was not started (see `lookback status`)") from None
+
+
+def rebuild_locked(project: ProjectDir, *, progress: Progress | None = None,
+                   lock_timeout: float = 60.0) -> RebuildReport:
+    """``rebuild`` for a caller that holds the project's rebuild lock (``exclusive``)."""
     started = time.monotonic()
     old_generation = project.current_generation()
     if old_generation is None:
@@ -126,6 +160,8 @@ def _copy_state(source: apsw.Connection, target: apsw.Connection) -> None:
 
 
 def _remove_generation(project: ProjectDir, generation: int) -> None:
+    if generation == project.current_generation():
+        return  # the live file is only ever replaced, never removed
     base = project.generation_path(generation)
     for suffix in ("", "-wal", "-shm"):
         try:

@@ -6,9 +6,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import apsw
 from lookback.index.layout import ProjectDir, project_dir
+from lookback.index.repair import check
 from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
-from lookback.index.store import open_reader, read_meta
+from lookback.index.store import IndexUnavailable, open_reader, read_meta
 
 
 def applied_events(home: Path, cwd: str, namespace: str = "") -> int:
@@ -24,6 +26,18 @@ def applied_events(home: Path, cwd: str, namespace: str = "") -> int:
 
 
 def project_status(project: ProjectDir) -> dict[str, Any]:
+    """What the project's index holds; a damaged or unreadable index is reported as
+    ``state: damaged`` with the problem and the command that repairs it, never raised."""
+    try:
+        return _status(project)
+    except (IndexUnavailable, apsw.Error, OSError) as error:
+        problem = check(project) or f"the index cannot be read ({error.__class__.__name__})"
+        return {"project": project.name, "state": "damaged", "problem": problem,
+                "generation": project.current_generation(),
+                "repair": f"lookback reindex --repair --project {project.name}"}
+
+
+def _status(project: ProjectDir) -> dict[str, Any]:
     path = project.index_path()
     if path is None:
         return {"project": project.name, "state": "missing"}

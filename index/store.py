@@ -12,12 +12,17 @@ from pathlib import Path
 import apsw
 from lookback.index.schema import DDL, SCHEMA_VERSION, TOKENIZER_VERSION
 
+from lookback.errors import LookbackError
+
 PAGE_SIZE = 8192
 BUSY_TIMEOUT_MS = 5000
 
 
-class IndexUnavailable(RuntimeError):
+class IndexUnavailable(LookbackError, RuntimeError):
     """An index file that cannot be opened or used."""
+
+    code = "index-unavailable"
+    http_status = 503
 
 
 class IncompatibleIndex(IndexUnavailable):
@@ -33,15 +38,14 @@ class IndexCorrupt(IndexUnavailable):
 _CORRUPT = (apsw.NotADBError, apsw.CorruptError, apsw.FormatError)
 
 
-def translate(error: apsw.Error, where: str) -> IndexUnavailable:
-    """The Lookback error for a driver ``error`` raised on the index at ``where``.
-
-    Disk-full and busy errors keep their own types (callers retry or report them).
-    """
+def translate(error: apsw.Error, where: str, project: str | None = None) -> IndexUnavailable:
+    """The Lookback error for a driver ``error`` raised on the index at ``where``
+    (of the project folder ``project``, when known: the repair hint names it)."""
     name = error.__class__.__name__
     if isinstance(error, _CORRUPT):
-        return IndexCorrupt(f"{where}: the index is damaged ({name}); rebuild it with "
-                            "`lookback reindex --repair`")
+        command = "lookback reindex --repair" + (f" --project {project}" if project else "")
+        return IndexCorrupt(f"{where}: the index is damaged ({name}); repair it with "
+                            f"`{command}`")
     return IndexUnavailable(f"{where}: cannot use the index ({name})")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lookback.index.layout import PROJECTS_DIR, ProjectDir, find_project, list_projects
-from lookback.index.rebuild import rebuild
+from lookback.index.rebuild import RebuildBusy, rebuild
 from lookback.index.store import IndexUnavailable, needs_rebuild, open_reader
 from lookback.workers.config import ServiceConfig
 
@@ -64,6 +64,11 @@ def run_rebuild(config: ServiceConfig, client: Any, name: str) -> dict[str, Any]
                               "started_at": time.time(), "updated_at": time.time()})
     try:
         report = rebuild(project, progress=progress, lock_timeout=config.lock_timeout * 4)
+    except RebuildBusy:  # another rebuild replays the same log: nothing to add, no retry
+        client.hset(key, mapping={"state": "skipped: another rebuild is running",
+                                  "updated_at": time.time()})
+        logger.info("project %s: rebuild skipped, another one is running", name)
+        return {"project": name, "skipped": True}
     except BaseException as error:
         client.hset(key, mapping={"state": f"failed: {error.__class__.__name__}",
                                   "updated_at": time.time()})

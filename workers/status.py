@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import apsw
 import redis
 from lookback.index.layout import ProjectNotFound, find_project
 from lookback.index.store import IndexUnavailable, open_reader, read_meta
@@ -90,6 +91,8 @@ def _index_cursor(config: ServiceConfig, name: str) -> str:
         return START
     try:
         return read_meta(connection, CURSOR_META) or START
+    except apsw.Error:  # a damaged index: its own status line says so
+        return START
     finally:
         connection.close()
 

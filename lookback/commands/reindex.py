@@ -1,13 +1,25 @@
-"""``lookback reindex``: rebuild projections from the event log, swap atomically."""
+"""``lookback reindex``: rebuild projections from the event log, swap atomically;
+``--repair`` checks each index and rebuilds the damaged ones."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 from lookback.commands.common import load
-from lookback.index.layout import find_project, list_projects
-from lookback.index.rebuild import rebuild
+from lookback.errors import LookbackError, UserError
+from lookback.freshness import default_roots
+from lookback.index.layout import ProjectDir, find_project, list_projects, project_key
+from lookback.index.rebuild import exclusive, rebuild
+from lookback.index.repair import check, fresh_generation, repair_from_log
+from lookback.index.sink import EmbeddedSink
+from lookback.index.store import IndexCorrupt, IndexUnavailable
+from lookback.ingest.pipeline import ingest_files, peek_header
+from lookback.ingest.reader import NotASession
+from lookback.ingest.scan import session_files
+from lookback.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,11 +27,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "reindex", help="rebuild project indexes from their event logs",
         description="Rebuild every projection (entries, full-text index) from the "
                     "project's event log into a new file and swap it in atomically; "
-                    "readers keep answering from the old file until the swap.")
+                    "readers keep answering from the old file until the swap. One "
+                    "rebuild per project at a time: a second one refuses. With --repair, "
+                    "check each index and rebuild the damaged ones: from the event log "
+                    "when it still reads, else from the session files.")
     parser.add_argument("--project", help="only this project (folder name or cwd)")
     parser.add_argument("--all", action="store_true", help="every project (the default)")
     parser.add_argument("--queue", action="store_true",
                         help="service mode: enqueue background rebuilds for the workers")
+    parser.add_argument("--repair", action="store_true",
+                        help="check every page of each index; rebuild only the damaged ones")
+    parser.add_argument("paths", nargs="*", type=Path,
+                        help="with --repair: session files or folders to rebuild a damaged "
+                             "index from when its event log is unreadable (default: the "
+                             "session folders lookback index reads)")
     parser.set_defaults(handler=run)
 
 
@@ -27,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     settings = load(args)
     projects = ([find_project(settings.home, args.project, settings.namespace)]
                 if args.project else list_projects(settings.home))
+    if args.paths and not args.repair:
+        raise UserError("session paths are only read with --repair")
     if args.queue:
         from lookback.service import enqueue_rebuilds
 
@@ -35,11 +58,85 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not projects:
         print("no projects to rebuild")
+    failed = 0
     for project in projects:
-        report = rebuild(project, progress=_progress(project.name))
-        print(f"rebuilt {report.project}: {report.events:,} events replayed into "
-              f"generation {report.generation} in {report.seconds:.2f}s")
-    return 0
+        try:
+            if args.repair:
+                _repair(project, settings, args.paths)
+            else:
+                _rebuild(project)
+        except LookbackError as error:  # one project's problem never stops the others
+            failed += 1
+            print(f"lookback: error: {_explain(project, error)}", file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+def _rebuild(project: ProjectDir) -> None:
+    report = rebuild(project, progress=_progress(project.name))
+    print(f"rebuilt {report.project}: {report.events:,} events replayed into "
+          f"generation {report.generation} in {report.seconds:.2f}s", flush=True)
+
+
+def _explain(project: ProjectDir, error: LookbackError) -> str:
+    if isinstance(error, IndexCorrupt):
+        return (f"{project.name}: the index is damaged and cannot be rebuilt from itself; "
+                f"repair it with `lookback reindex --repair --project {project.name}`")
+    if isinstance(error, IndexUnavailable) and project.name not in str(error):
+        return f"{project.name}: {error}"
+    return str(error)
+
+
+def _repair(project: ProjectDir, settings: Settings, paths: list[Path]) -> None:
+    guard = exclusive(project)
+    try:
+        problem = check(project, thorough=True)
+        if problem is None:
+            print(f"{project.name}: the index is sound; nothing to repair", flush=True)
+            return
+        print(f"{project.name}: {problem}; repairing", file=sys.stderr, flush=True)
+        try:
+            report = repair_from_log(project)
+        except IndexUnavailable as error:
+            print(f"{project.name}: {error}; rebuilding from the session files",
+                  file=sys.stderr, flush=True)
+        else:
+            print(f"repaired {project.name} from its event log: {report.events:,} events "
+                  f"replayed into generation {report.generation}", flush=True)
+            return
+        _repair_from_sessions(project, settings, paths)
+    finally:
+        os.close(guard)
+
+
+def _repair_from_sessions(project: ProjectDir, settings: Settings, paths: list[Path]) -> None:
+    roots = paths or [root for root in default_roots(settings) if root.is_dir()]
+    files = _project_files(project, settings, roots)
+    if not files:
+        where = ", ".join(map(str, roots)) or "no session folder"
+        raise UserError(f"{project.name}: cannot repair: its event log is unreadable and no "
+                        f"session file of this project is under {where}; name the folder: "
+                        f"lookback reindex --repair --project {project.name} PATH", 1)
+    generation = fresh_generation(project)
+    with EmbeddedSink(settings.home, namespace=settings.namespace) as sink:
+        report = ingest_files(files, sink, max_line_bytes=settings.max_line_bytes)
+    for error in [*report.errors, *sink.failures.values()]:
+        print(f"lookback: error: {error}", file=sys.stderr, flush=True)
+    print(f"repaired {project.name} from {len(files)} session files: "
+          f"{report.read.entries:,} entries into generation {generation} (the damaged "
+          "file is kept beside it, renamed *.damaged)", flush=True)
+
+
+def _project_files(project: ProjectDir, settings: Settings, roots: list[Path]) -> list[Path]:
+    """The session files under ``roots`` whose header names this project."""
+    found = []
+    for path in session_files(roots):
+        try:
+            _, cwd = peek_header(path, settings.max_line_bytes)
+        except (NotASession, OSError):
+            continue
+        if project_key(cwd, settings.namespace) == project.name:
+            found.append(path)
+    return found
 
 
 def _progress(name: str):

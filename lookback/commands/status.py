@@ -59,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
 
                 value = datetime.datetime.fromtimestamp(float(value)).isoformat(timespec="seconds")
             print(f"  {key.replace('_', ' '):<18} {value}")
+        if project.get("state") == "damaged":
+            print(f"  {'problem':<18} {project['problem']}")
+            print(f"  repair it with `{project['repair']}`")
         if project.get("needs_reindex"):
             print("  written by an older version: run `lookback reindex` to rebuild it")
         for key, value in project.items():
