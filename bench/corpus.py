@@ -27,11 +27,13 @@ def real_messages() -> list[dict]:
 
 def write_corpus(folder: Path, sessions: int, entries_per_session: int,
                  cwd: str = "/bench/project", projects: int = 1,
-                 compact_keep: float | None = None) -> int:
+                 compact_keep: float | None = None, pi_folders: bool = False) -> int:
     """Write ``sessions`` files of ``entries_per_session`` entries; return entries written.
 
     With ``compact_keep`` (say 0.1) each session ends with a compaction that keeps
     only that last fraction of its entries in context, as a long Pi session does.
+    With ``pi_folders`` each project's sessions go in their own folder, named as Pi
+    names it (``--work-app--``), so files of one project are read together.
     """
     folder.mkdir(parents=True, exist_ok=True)
     messages = real_messages()
@@ -56,5 +58,11 @@ def write_corpus(folder: Path, sessions: int, entries_per_session: int,
                 "type": "compaction", "id": "c0000000", "parentId": parent,
                 "timestamp": "2026-01-02T00:00:00.000Z", "summary": "Earlier work, summarized.",
                 "firstKeptEntryId": kept, "tokensBefore": 100000}))
-        (folder / f"session-{number:05d}.jsonl").write_text("\n".join(lines) + "\n")
+        target = folder / _pi_folder(project) if pi_folders else folder
+        target.mkdir(exist_ok=True)
+        (target / f"session-{number:05d}.jsonl").write_text("\n".join(lines) + "\n")
     return sessions * entries_per_session
+
+
+def _pi_folder(cwd: str) -> str:
+    return "--" + cwd.strip("/").replace("/", "-") + "--"

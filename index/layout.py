@@ -82,13 +82,18 @@ class ProjectDir:
         generation = self.current_generation()
         return None if generation is None else self.generation_path(generation)
 
-    def set_current(self, generation: int) -> None:
-        """Point CURRENT at ``generation`` atomically (write, fsync, rename)."""
+    def set_current(self, generation: int, *, durable: bool = True) -> None:
+        """Point CURRENT at ``generation`` atomically (write, fsync, rename).
+
+        ``durable=False`` skips the fsync: for a bulk run's new projects, which the
+        run syncs all at once at its end (a lost CURRENT only means "not indexed").
+        """
         temporary = self.path / f"{CURRENT_FILE}.tmp"
         with open(temporary, "w") as handle:
             handle.write(f"{generation}\n")
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(temporary, self.path / CURRENT_FILE)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import apsw
 from lookback.index.layout import ProjectDir, project_dir
-from lookback.index.store import open_writer, translate
+from lookback.index.store import defer_checkpoint, open_writer, translate
 from lookback.index.writer import SetAside, append_events
 from lookback.ingest.events import Event
 from lookback.ingest.reader import FileState
@@ -39,7 +39,11 @@ class ProjectWriter:
     """The open, locked writer of one project's index."""
 
     def __init__(self, home: Path, cwd: str, *, namespace: str = "",
-                 lock_timeout: float = 30.0) -> None:
+                 lock_timeout: float = 30.0, bulk: bool = False) -> None:
+        """``bulk``: a ``lookback index`` run that syncs everything at its end
+        (``index.store.sync_all``): new files are created without fsyncs and the
+        writer closes without a checkpoint (see ``index.store.open_writer``)."""
+        self.bulk = bulk
         self.project: ProjectDir = project_dir(home, cwd, namespace)
         self.project.path.mkdir(parents=True, exist_ok=True)
         self._lock = acquire_lock(self.project.lock_path, lock_timeout)
@@ -47,13 +51,13 @@ class ProjectWriter:
             generation = self.project.current_generation()
             path = self.project.generation_path(generation or 1)
             try:
-                self.connection = open_writer(path, cwd=cwd, namespace=namespace)
+                self.connection = open_writer(path, cwd=cwd, namespace=namespace, bulk=bulk)
             except PASS_THROUGH:
                 raise
             except apsw.Error as error:
                 raise translate(error, f"project {self.project.name}", self.project.name) from None
             if generation is None:
-                self.project.set_current(1)
+                self.project.set_current(1, durable=not bulk)
         except BaseException:
             os.close(self._lock)
             raise
@@ -104,6 +108,8 @@ class ProjectWriter:
 
     def close(self) -> None:
         try:
+            if self.bulk:
+                defer_checkpoint(self.connection)
             self.connection.close()
         finally:
             os.close(self._lock)

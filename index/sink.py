@@ -24,7 +24,7 @@ from pathlib import Path
 import apsw
 from lookback.index.layout import project_key
 from lookback.index.project import ProjectWriter, WriterBusy
-from lookback.index.store import IndexUnavailable
+from lookback.index.store import IndexUnavailable, sync_all
 from lookback.ingest.events import Event
 from lookback.ingest.pipeline import SinkUnavailable
 from lookback.ingest.reader import Batch, FileState
@@ -39,7 +39,8 @@ class ProjectUnavailable(SinkUnavailable):
 
 class EmbeddedSink:
     def __init__(self, home: Path, *, namespace: str = "", max_open: int = 8,
-                 flush_events: int = 2000) -> None:
+                 flush_events: int = 2000, bulk: bool = False) -> None:
+        self.bulk = bulk  # writers skip fsyncs; close() syncs once (index.store.sync_all)
         self.home = Path(home)
         self.namespace = namespace
         self.max_open = max_open
@@ -55,7 +56,8 @@ class EmbeddedSink:
         writer = self._writers.pop(cwd, None)
         if writer is None:
             try:
-                writer = ProjectWriter(self.home, cwd, namespace=self.namespace)
+                writer = ProjectWriter(self.home, cwd, namespace=self.namespace,
+                                       bulk=self.bulk)
             except PROJECT_ERRORS as error:
                 raise ProjectUnavailable(self._fail(cwd, error)) from None
         self._writers[cwd] = writer
@@ -139,6 +141,8 @@ class EmbeddedSink:
             while self._writers:
                 cwd, _ = next(iter(self._writers.items()))
                 self._close_writer(cwd)
+            if self.bulk:
+                sync_all()  # the run is durable when it returns
 
     def __enter__(self) -> EmbeddedSink:
         return self
