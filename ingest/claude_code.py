@@ -24,8 +24,8 @@ Mapping to the normalized record (``ingest.entries``):
   context) are kept as text-less links of the chain, never evidence.
 - Lines without ``uuid`` (``api-request-blob`` holds copies of sent prompts,
   ``queue-operation``, ``last-prompt``, costs …) are bookkeeping: counted, skipped.
-- Unknown entry types are counted; with a ``uuid`` they stay as text-less links so
-  the chain is not cut, never evidence.
+- Unknown types are counted and never evidence; with a ``uuid`` they stay as
+  text-less links so the chain is not cut.
 - Sidechain entries (sub-agents) never join the main session: a sub-agent's own
   file is its own session (``<sessionId>-agent-<agentId>``), and a sidechain line
   inside a main file is skipped.
@@ -46,14 +46,15 @@ FORMAT = "claude-code"
 #: Entry types Claude Code writes into the conversation tree.
 TREE_TYPES = frozenset({"user", "assistant", "attachment", "system"})
 
-#: Types of the lines outside the tree (no ``uuid``): never indexed.
+#: Types of the lines seen outside the tree (no ``uuid``): skipped as bookkeeping; other
+#: uuid-less lines are skipped too, and counted as unknown types.
 BOOKKEEPING_TYPES = frozenset({
     "queue-operation", "last-prompt", "api-request", "api-request-shape",
     "api-request-blob", "cost-state", "mode", "tools-used", "atis-latch", "summary",
     "file-history-snapshot", "custom-title", "tag",
 })
 
-#: User texts Claude Code itself writes for slash commands: indexed, never evidence.
+#: User texts Claude Code itself writes for slash commands: kept without text.
 _COMMAND_PREFIXES = ("<command-name>", "<command-message>", "<local-command-stdout>",
                      "<local-command-stderr>", "<local-command-caveat>")
 

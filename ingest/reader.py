@@ -240,7 +240,10 @@ def _event_for(obj: dict[str, Any], cursor: _Cursor, stats: ReadStats) -> Event 
 def _claude_event(obj: dict[str, Any], state: FileState, position: int,
                   stats: ReadStats) -> Event | None:
     if not claude_code.is_tree_entry(obj):
-        stats.bookkeeping += 1
+        if obj.get("type") in claude_code.BOOKKEEPING_TYPES:
+            stats.bookkeeping += 1
+        else:
+            stats.unknown_types += 1
         return None
     if obj.get("isSidechain") and state.session_id == obj.get("sessionId"):
         stats.sidechain += 1  # a sub-agent's step inside the main file: kept apart

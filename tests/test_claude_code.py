@@ -151,12 +151,14 @@ def test_unknown_types_are_counted_kept_as_links_and_never_evidence(tmp_path):
     parent = rows[at]["parentUuid"]
     novel = {"type": "future-kind", "uuid": "novel-0001", "parentUuid": parent,
              "sessionId": MAIN_ID, "cwd": CWD, "message": {"role": "user", "content": "NOVEL"}}
+    loose = {"type": "future-bookkeeping", "sessionId": MAIN_ID, "content": "NOVEL"}
     rows[at] = {**rows[at], "parentUuid": "novel-0001"}
     copy = tmp_path / MAIN.name
-    copy.write_text("\n".join(json.dumps(r) for r in [*rows[:at], novel, *rows[at:]]) + "\n")
+    copy.write_text("\n".join(json.dumps(r) for r in [*rows[:at], novel, loose, *rows[at:]])
+                    + "\n")
     events, _, stats = read_all(copy)
     found = entries(events)
-    assert stats.unknown_types == 1
+    assert stats.unknown_types == 2 and stats.bookkeeping == read_all(MAIN)[2].bookkeeping
     assert found["novel-0001"]["text"] == "" and not found["novel-0001"]["eligible"]
     assert found[rows[at]["uuid"]]["parent_id"] == "novel-0001"
 
