@@ -90,6 +90,11 @@ def identity_of(obj: dict[str, Any]) -> Identity | None:
     return Identity(session_id, cwd, started_at=stamp)
 
 
+def is_bookkeeping(obj: dict[str, Any]) -> bool:
+    """A line of Claude Code's own outside the tree (it carries the ``sessionId``)."""
+    return obj.get("type") in BOOKKEEPING_TYPES and isinstance(obj.get("sessionId"), str)
+
+
 def is_tree_entry(obj: dict[str, Any]) -> bool:
     return isinstance(obj.get("uuid"), str) and bool(obj["uuid"])
 

@@ -43,7 +43,8 @@ class NotASession(ValueError):
 
 
 class HeaderPending(NotASession):
-    """The file has no complete first line yet: Pi is still writing its header.
+    """The file has no complete first line yet: Pi is still writing its header (or a
+    Claude Code file holds only bookkeeping lines so far).
 
     Not an error: the file is read again once the line is complete.
     """
@@ -240,7 +241,7 @@ def _event_for(obj: dict[str, Any], cursor: _Cursor, stats: ReadStats) -> Event 
 def _claude_event(obj: dict[str, Any], state: FileState, position: int,
                   stats: ReadStats) -> Event | None:
     if not claude_code.is_tree_entry(obj):
-        if obj.get("type") in claude_code.BOOKKEEPING_TYPES:
+        if claude_code.is_bookkeeping(obj):
             stats.bookkeeping += 1
         else:
             stats.unknown_types += 1
@@ -296,13 +297,16 @@ def _claude_header(handle: BinaryIO, path: str, max_line_bytes: int,
                    first_end: int) -> tuple[FileState, dict[str, Any]]:
     """A Claude Code file: identity from its first lines; its body is read from the start
     (there is no header line), and the first line stands in for one in rewrite checks."""
-    identity = None
+    identity, started = None, False
     for index, (_, _, line) in enumerate(_complete_lines(handle, 0, max_line_bytes,
                                                          ReadStats())):
         obj = parse_object(line) if line is not None else None
         identity = claude_code.identity_of(obj) if obj is not None else None
+        started = started or (obj is not None and claude_code.is_bookkeeping(obj))
         if identity is not None or index + 1 >= IDENTITY_LINES:
             break
+    if identity is None and started:  # a new session: only its queue lines so far
+        raise HeaderPending(f"{path}: no Claude Code conversation entry yet")
     if identity is None:
         raise NotASession(f"{path}: not a session file (no Pi session header, no Claude "
                           "Code entry with a sessionId and cwd)")

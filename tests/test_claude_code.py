@@ -17,7 +17,13 @@ import pytest
 from lookback.index.tree import branch, context_entries
 from lookback.ingest.claude_code import FORMAT
 from lookback.ingest.pipeline import peek_header
-from lookback.ingest.reader import FileState, ReadStats, read_session
+from lookback.ingest.reader import (
+    FileState,
+    HeaderPending,
+    NotASession,
+    ReadStats,
+    read_session,
+)
 from lookback.query.search.reader import IndexReader
 
 from lookback.api import retrieve
@@ -118,6 +124,19 @@ def test_boundaries_continue_the_branch_through_their_logical_parent():
         assert record["parent_id"] == boundary["logicalParentUuid"]
         head = boundary["compactMetadata"]["preservedSegment"]["headUuid"]
         assert record["first_kept_id"] == head
+
+
+def test_a_new_session_with_only_queue_lines_is_pending_not_foreign(tmp_path):
+    copy = tmp_path / MAIN.name
+    lines = MAIN.read_bytes().splitlines(keepends=True)
+    copy.write_bytes(b"".join(lines[:2]))  # queue-operation lines, no entry yet
+    assert not any(json.loads(line).get("uuid") for line in lines[:2])
+    with pytest.raises(HeaderPending):
+        peek_header(copy)
+    copy.write_bytes(b'{"hello": 1}\n')
+    with pytest.raises(NotASession) as raised:
+        peek_header(copy)
+    assert not isinstance(raised.value, HeaderPending)
 
 
 def test_a_subagent_transcript_is_its_own_session():
