@@ -38,8 +38,16 @@ from typing import Any
 
 from lookback.index.project import ProjectWriter, WriterBusy
 from lookback.ingest.pipeline import peek_header
-from lookback.ingest.reader import Batch, FileState, NotASession, is_rewritten, read_session
+from lookback.ingest.reader import (
+    DEFAULT_MAX_LINE_BYTES,
+    Batch,
+    FileState,
+    NotASession,
+    is_rewritten,
+    read_session,
+)
 from lookback.ingest.scan import PathProblem, configured_roots, session_files
+from lookback.ingest.storable import escape_surrogates
 from lookback.settings import Freshness
 
 log = logging.getLogger("lookback.freshness")
@@ -94,9 +102,12 @@ class FreshnessEngine:
 
     def __init__(self, home: Path, *, namespace: str = "",
                  config: FreshnessConfig | None = None,
-                 roots: Iterable[Path] = ()) -> None:
+                 roots: Iterable[Path] = (),
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         self.home = Path(home)
         self.namespace = namespace
+        self.max_line_bytes = max_line_bytes
+        self.set_aside = 0  # events the index could not store (counted, never raised)
         self.config = config or FreshnessConfig()
         self.roots = [Path(root) for root in roots]
         self._known: dict[str, Stamp] = {}  # path -> stamp indexed last
@@ -250,17 +261,20 @@ class FreshnessEngine:
 
     def _index(self, path: str) -> int:
         """Read the file's new lines into its project's index; returns entries read."""
-        _, cwd = peek_header(Path(path))
+        _, cwd = peek_header(Path(path), self.max_line_bytes)
         writer = self._writer(cwd)
-        state = writer.file_state(path)
+        state = writer.file_state(escape_surrogates(path))
         if state is not None:  # known before reading, so a waiting request can tell a rewrite
             self._states[path] = state
         entries = 0
-        for batch in read_session(path, state):
-            writer.write(batch.events, state=batch.state)
+        for batch in read_session(path, state, max_line_bytes=self.max_line_bytes):
+            writer.write(batch.events, state=batch.state, on_set_aside=self._count_set_aside)
             entries += _entries(batch)
             self._states[path] = batch.state
         return entries
+
+    def _count_set_aside(self, event: object, error: BaseException) -> None:
+        self.set_aside += 1
 
     def _writer(self, cwd: str) -> ProjectWriter:
         writer = self._writers.pop(cwd, None)
@@ -342,7 +356,8 @@ def engine_for(settings: Any) -> FreshnessEngine | None:
     if settings.service_mode or not settings.freshness.enabled:
         return None
     return FreshnessEngine(settings.home, namespace=settings.namespace,
-                           config=settings.freshness, roots=default_roots(settings))
+                           config=settings.freshness, roots=default_roots(settings),
+                           max_line_bytes=settings.max_line_bytes)
 
 
 def refresh(engine: FreshnessEngine | None, body: Any) -> Outcome | None:
