@@ -9,9 +9,12 @@ caller all use. It fails open in the sense the agent needs: a bad request is a
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from lookback.ingest.reader import NotASession
 from lookback.query.privacy.policy import PrivacyPolicy
 from lookback.query.search.history import HistorySearch
 from lookback.query.search.reader import IndexReader
@@ -47,6 +50,16 @@ def privacy_policy(settings: Settings) -> PrivacyPolicy:
     return PrivacyPolicy.from_settings({"privacy": settings.privacy.as_dict()})
 
 
+@contextmanager
+def _bad_session_file() -> Iterator[None]:
+    """A ``session_file`` that is not a session (or not a regular file) is a bad request."""
+    try:
+        yield
+    except NotASession:
+        raise RequestError("session_file is not a Pi or Claude Code session file",
+                           "not-a-session") from None
+
+
 def retrieve(request: dict[str, Any], *, settings: Settings | None = None,
              reader: IndexReader | None = None) -> dict[str, Any]:
     """Evidence for the latest real user message of ``request`` (the contract: docs/design.md)."""
@@ -54,7 +67,8 @@ def retrieve(request: dict[str, Any], *, settings: Settings | None = None,
     parsed = parse_request(request, settings.retrieval.as_dict())
     reader = reader or default_reader(settings)
     embedder = settings.retrieval.embedder
-    return Retriever(reader, privacy_policy(settings), embedder=embedder).retrieve(parsed)
+    with _bad_session_file():
+        return Retriever(reader, privacy_policy(settings), embedder=embedder).retrieve(parsed)
 
 
 def search(request: dict[str, Any], *, settings: Settings | None = None,
@@ -62,7 +76,8 @@ def search(request: dict[str, Any], *, settings: Settings | None = None,
     """Explicit history search with a chosen scope (branch, session or project)."""
     settings = settings or load_settings()
     reader = reader or default_reader(settings)
-    return HistorySearch(reader, privacy_policy(settings)).search(request)
+    with _bad_session_file():
+        return HistorySearch(reader, privacy_policy(settings)).search(request)
 
 
 def source(request: dict[str, Any], *, settings: Settings | None = None,
@@ -70,7 +85,8 @@ def source(request: dict[str, Any], *, settings: Settings | None = None,
     """One entry's full indexed text, by session and entry id."""
     settings = settings or load_settings()
     reader = reader or default_reader(settings)
-    return HistorySearch(reader, privacy_policy(settings)).source(request)
+    with _bad_session_file():
+        return HistorySearch(reader, privacy_policy(settings)).source(request)
 
 
 def health(settings: Settings | None = None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections import deque
@@ -330,7 +331,9 @@ def _identity(session_file: str) -> tuple[str, Stamp | None]:
     path = os.path.realpath(session_file)
     try:
         info = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):
+        return path, None
+    if not stat.S_ISREG(info.st_mode):  # a FIFO or /dev/zero would hang the indexer
         return path, None
     return path, (info.st_ino, info.st_size, info.st_mtime_ns)
 

@@ -12,6 +12,7 @@ import sys
 
 from lookback.api import RequestError, retrieve
 from lookback.commands.common import load
+from lookback.query.search.request import check_depth
 
 MAX_STDIN_BYTES = 64 * 1024 * 1024
 
@@ -35,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
             request = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             raise RequestError("the request is not valid JSON") from None
+        except RecursionError:
+            raise RequestError("the request is nested too deeply") from None
+        check_depth(request)
         response = retrieve(request, settings=settings)
     except RequestError as error:
         print(json.dumps(error.to_dict()))

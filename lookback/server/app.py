@@ -34,6 +34,7 @@ import orjson
 from lookback import freshness
 from lookback.index.layout import find_project
 from lookback.query.context.manifest import ManifestStore, retrieval_record
+from lookback.query.search.request import MAX_DEPTH, check_depth, session_names
 from lookback.server.auth import Grants
 from lookback.server.cache import AnswerCache, cache_key, watermark
 from lookback.server.errors import FORBIDDEN, ApiError
@@ -139,7 +140,14 @@ class ReaderApp:
         ref = self._ref(body)
         if grant is None:
             return ref
-        name = ref.project.name if ref is not None else self._project_name(body)
+        if ref is not None:
+            name = ref.project.name
+        elif _text(body, "session_file"):
+            # A session file that cannot be resolved (missing, not a session, unreadable)
+            # gets the same 403 as another project's: a token learns nothing about paths.
+            name = None
+        else:
+            name = self._project_name(body)
         if name is None or name not in grant:
             raise FORBIDDEN
         return ref
@@ -157,6 +165,7 @@ class ReaderApp:
 
     def retrieve(self, body: dict, grant: frozenset[str] | None) -> Reply:
         started = time.perf_counter()
+        session_names(body)  # malformed names are a 400 before anything touches a file
         ref = self._authorize(body, grant)
         fresh = freshness.refresh(self.freshness, body)
         if fresh is not None and fresh.state == "rewrite-pending":
@@ -190,12 +199,14 @@ class ReaderApp:
         self.manifests.submit(lambda: self.manifests.store.add(record))
 
     def search(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        session_names(body)
         self._authorize(body, grant)
         freshness.refresh(self.freshness, body)  # the live leaf is searchable too
         response = self.call(self.engine.search, body, settings=self.settings, reader=self.reader)
         return 200, response, {"results": len(response.get("results") or [])}
 
     def source(self, body: dict, grant: frozenset[str] | None) -> Reply:
+        session_names(body)
         self._authorize(body, grant)
         freshness.refresh(self.freshness, body)
         response = self.call(self.engine.source, body, settings=self.settings, reader=self.reader)
@@ -229,7 +240,7 @@ class ReaderApp:
 
         def write() -> None:
             for session_id in sessions:
-                latest = store.entries(session_id)[-1:]
+                latest = store.entries(session_id, grant)[-1:]
                 project = latest[0].get("project") if latest else None
                 if grant is not None and project not in grant:
                     continue  # a token may only annotate its own projects' manifests
@@ -278,9 +289,8 @@ class ReaderApp:
         if not session_id:
             raise ApiError(400, "invalid-request", "session_id is required")
         self.manifests.flush()  # read your writes: include the records of finished requests
-        entries = self.manifests.store.entries(session_id)
-        if grant is not None:  # same (empty) answer for unknown and not-granted sessions
-            entries = [e for e in entries if e.get("project") in grant]
+        # Same (empty) answer for unknown and not-granted sessions.
+        entries = self.manifests.store.entries(session_id, grant)
         return 200, {"session_id": session_id, "entries": entries}, {"entries": len(entries)}
 
     def close(self) -> None:
@@ -307,6 +317,8 @@ def _parse_json(body: bytes) -> dict:
         raise ApiError(400, "malformed-json", "the request body is not valid JSON") from None
     if not isinstance(parsed, dict):
         raise ApiError(400, "invalid-request", "the request body must be a JSON object")
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH:  # only then can it nest too deep
+        check_depth(parsed)
     return parsed
 
 

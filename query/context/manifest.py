@@ -22,6 +22,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -212,16 +213,18 @@ class ManifestStore:
                     "VALUES (?, ?, ?, ?, ?)",
                     (record["session_id"], record.get("project"), record["kind"],
                      record.get("at", time.time()), json.dumps(record)))
-                session_id = record["session_id"]
-                count = self._since_prune.get(session_id, 0) + 1
+                # Keyed by (session, project): a token granted one project that names
+                # another project's session id only ever prunes its own records.
+                key = (record["session_id"], record.get("project"))
+                count = self._since_prune.get(key, 0) + 1
                 # Pruning every few inserts keeps at most keep + PRUNE_EVERY records.
                 if count >= min(self.keep, PRUNE_EVERY):
                     connection.execute(
-                        "DELETE FROM manifest WHERE session_id = ? AND id NOT IN (SELECT id "
-                        "FROM manifest WHERE session_id = ? ORDER BY id DESC LIMIT ?)",
-                        (session_id, session_id, self.keep))
+                        "DELETE FROM manifest WHERE session_id = ? AND project IS ? AND id NOT IN "
+                        "(SELECT id FROM manifest WHERE session_id = ? AND project IS ? "
+                        "ORDER BY id DESC LIMIT ?)", (*key, *key, self.keep))
                     count = 0
-                self._since_prune[session_id] = count
+                self._since_prune[key] = count
                 if len(self._since_prune) > 10_000:  # bounded; a reset only delays pruning
                     self._since_prune.clear()
 
@@ -232,8 +235,9 @@ class ManifestStore:
             assert connection is not None
             with connection:
                 row = connection.execute(
-                    "SELECT id, record FROM manifest WHERE session_id = ? AND kind = 'retrieval' "
-                    "ORDER BY id DESC LIMIT 1", (session_id,)).fetchone()
+                    "SELECT id, record FROM manifest WHERE session_id = ? AND project IS ? "
+                    "AND kind = 'retrieval' ORDER BY id DESC LIMIT 1",
+                    (session_id, project)).fetchone()
                 if row is not None:
                     updated = apply_plan(json.loads(row[1]), plan_result)
                     connection.execute("UPDATE manifest SET record = ? WHERE id = ?",
@@ -241,16 +245,21 @@ class ManifestStore:
                     return
         self.add(plan_record(plan_result, session_id=session_id, project=project))
 
-    def entries(self, session_id: str) -> list[dict]:
-        """The session's latest ``keep`` records, oldest first (the latest is last)."""
+    def entries(self, session_id: str, projects: Collection[str] | None = None) -> list[dict]:
+        """The session's latest ``keep`` records, oldest first (the latest is last); with
+        ``projects``, only records of those projects."""
+        where, values = "session_id = ?", [session_id]
+        if projects is not None:
+            where += " AND project IN (SELECT value FROM json_each(?))"
+            values.append(json.dumps(sorted(projects)))
         with self._lock:
             connection = self._open()
             if connection is None:
                 return []
             try:
                 rows = connection.execute(
-                    "SELECT record FROM manifest WHERE session_id = ? ORDER BY id DESC "
-                    "LIMIT ?", (session_id, self.keep)).fetchall()[::-1]
+                    f"SELECT record FROM manifest WHERE {where} ORDER BY id DESC LIMIT ?",
+                    (*values, self.keep)).fetchall()[::-1]
             except apsw.SQLError:  # file created but table not yet there
                 return []
         return [json.loads(row[0]) for row in rows]

@@ -21,7 +21,13 @@ from lookback.query.search.candidates import Scope, entries_for, load_texts, sou
 from lookback.query.search.diagnostics import Diagnostics
 from lookback.query.search.ranking import Ranked
 from lookback.query.search.reader import IndexReader, NotIndexed, SessionView
-from lookback.query.search.request import RequestError
+from lookback.query.search.request import (
+    RequestError,
+    optional_ids,
+    optional_text,
+    query_text,
+    session_names,
+)
 from lookback.query.search.retrieve import (
     INELIGIBLE_WITH_TEXT,
     Searched,
@@ -43,15 +49,16 @@ class HistorySearch:
 
     def search(self, request: Any) -> dict[str, Any]:
         text, scope_name, limit = _search_fields(request)
+        names, leaf_id = session_names(request), optional_text(request, "leaf_id")
+        branch_ids, provider = _branch_ids(request), optional_text(request, "provider")
         searched = Searched.of(extract_terms(text))
         terms = searched.terms
         if not terms.has_topic:
             return {"status": "no-query", "query": {}, "results": [], "excluded": []}
         try:
-            with self.reader.session(**_names(request)) as view:
-                chosen, on_branch = self._ranked(view, searched, scope_name, limit,
-                                                 request.get("leaf_id"),
-                                                 _branch_ids(request))
+            with self.reader.session(**names.as_dict()) as view:
+                chosen, on_branch = self._ranked(view, searched, scope_name, limit, leaf_id,
+                                                 branch_ids)
         except (NotIndexed, OSError):
             return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
                     "excluded": []}
@@ -63,7 +70,7 @@ class HistorySearch:
                     "excluded": [], "warnings": [f"index unreadable: {type(error).__name__}"]}
         results = [_result(item, on_branch) for item in chosen]
         # The gate judges each row on its whole text, not the 1,200-character excerpt.
-        shown, excluded = self.policy.apply(results, request.get("provider"),
+        shown, excluded = self.policy.apply(results, provider,
                                             [item.row.text for item in chosen])
         return {"status": "ok", "scope": scope_name, "query": terms.by_kind(),
                 "results": shown, "excluded": excluded}
@@ -100,12 +107,14 @@ class HistorySearch:
         return Scope(), on_branch
 
     def source(self, request: Any) -> dict[str, Any]:
-        if not isinstance(request, dict) or not isinstance(request.get("entry_id"), str):
+        names = session_names(request)
+        entry_id, provider = optional_text(request, "entry_id"), optional_text(request, "provider")
+        if entry_id is None:
             raise RequestError("give entry_id and the session (session_file, or project "
                                "and session_id)")
         try:
-            with self.reader.session(**_names(request)) as view:
-                row = source_entry(view.connection, view.session_id, request["entry_id"])
+            with self.reader.session(**names.as_dict()) as view:
+                row = source_entry(view.connection, view.session_id, entry_id)
         except (NotIndexed, OSError):
             return {"status": "not-indexed"}
         except IndexUnavailable as error:
@@ -117,7 +126,7 @@ class HistorySearch:
         entry = {"entry_id": row.entry_id, "session_id": row.session_id, "type": row.type,
                  "role": row.role, "timestamp": row.timestamp,
                  "excerpt": excerpt(row.text, 0, 20_000)}
-        shown, excluded = self.policy.apply([entry], request.get("provider"), [row.text])
+        shown, excluded = self.policy.apply([entry], provider, [row.text])
         return {"status": "ok" if shown else "withheld", "entry": shown[0] if shown else None,
                 "excluded": excluded}
 
@@ -134,19 +143,12 @@ def _search_fields(request: Any) -> tuple[str, str, int]:
     limit = request.get("max_results", DEFAULT_RESULTS)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
         raise RequestError("max_results must be an integer between 1 and 100")
-    if not request.get("session_file") and not (request.get("project")
-                                                and request.get("session_id")):
-        raise RequestError("name the session: session_file, or project and session_id")
-    return text[:200_000], scope, limit
+    return query_text(text), scope, limit
 
 
 def _branch_ids(request: dict[str, Any]) -> list[str] | None:
-    ids = request.get("branch_ids")
-    if ids is None:
-        return None
-    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise RequestError("branch_ids must be a list of entry ids")
-    return ids
+    ids = optional_ids(request, "branch_ids")
+    return None if ids is None else list(ids)
 
 
 def _given_branch(connection: apsw.Connection, session_id: str, scope_name: str,
@@ -159,10 +161,6 @@ def _given_branch(connection: apsw.Connection, session_id: str, scope_name: str,
         return Scope(), on_branch
     entries = entries_for(connection, session_id, branch_ids)
     return Scope.of_rows(e.rowid for e in entries if e.type not in INELIGIBLE_WITH_TEXT), on_branch
-
-
-def _names(request: dict[str, Any]) -> dict[str, Any]:
-    return {key: request.get(key) for key in ("session_file", "project", "session_id")}
 
 
 def _result(item: Any, on_branch: set[str]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from lookback.index.memo import Memo
 from lookback.index.store import IndexUnavailable
 from lookback.index.tree import PathEntry, branch
 from lookback.ingest.pipeline import peek_header
+from lookback.ingest.reader import HeaderPending, NotASession
 from lookback.query.search.pool import (
     DEFAULT_MAX_OPEN_FILES,
     DEFAULT_PER_PROJECT,
@@ -37,6 +39,10 @@ from lookback.query.text.normalize import FoldedText
 BRANCH_CACHE_SIZE = 64
 HEADER_CACHE_SIZE = 1024
 PROJECT_DIR_CACHE_SIZE = 4096
+
+
+#: Most bytes a session's first line may take when it is read to name the session.
+HEADER_MAX_BYTES = 1 << 20
 
 
 class NotIndexed(LookupError):
@@ -102,10 +108,17 @@ class IndexReader:
 
     def _header(self, session_file: str) -> tuple[str, str]:
         # Pi may rewrite a file in place, but never changes its session id or cwd.
-        key = (session_file, os.stat(session_file).st_ino)
+        status = os.stat(session_file)
+        if not stat.S_ISREG(status.st_mode):  # /dev/zero, a FIFO (or a link to one) hang
+            raise NotASession("session_file is not a regular file")
+        key = (session_file, status.st_ino)
         found = self._headers.get(key)
         if found is None:
-            found = self._out_of_files_retry(lambda: peek_header(Path(session_file)))
+            try:
+                found = self._out_of_files_retry(
+                    lambda: peek_header(Path(session_file), HEADER_MAX_BYTES))
+            except HeaderPending:  # a brand-new session: nothing of it is indexed yet
+                raise NotIndexed("session header not written yet") from None
             self._headers.put(key, found)
         return found
 

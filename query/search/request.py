@@ -7,12 +7,15 @@ with a stable ``code`` and a message that quotes no user text.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from lookback.query.context.messages import latest_real_user_message
 
 from lookback.settings import DEFAULTS
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 MAX_RESULTS_RANGE = (1, 100)
 DEFAULT_MAX_RESULTS = DEFAULTS.retrieval.max_results
@@ -47,26 +50,64 @@ class RetrievalRequest:
     semantic: bool
 
 
-def parse_request(data: Any, defaults: dict[str, Any] | None = None) -> RetrievalRequest:
-    """Validate a request dict (``defaults``: the settings' retrieval section)."""
+@dataclass(frozen=True)
+class SessionNames:
+    """How a request names its session: ``session_file``, or ``project`` and ``session_id``."""
+
+    session_file: str | None
+    project: str | None
+    session_id: str | None
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"session_file": self.session_file, "project": self.project,
+                "session_id": self.session_id}
+
+
+#: Deepest nesting a request may have (orjson encodes up to 255 levels; deeper input
+#: would make the standard library recurse ~1,000 frames deep).
+MAX_DEPTH = 200
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Raise RequestError when lists/objects in ``value`` nest deeper than ``limit``."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise RequestError(f"the request nests deeper than {limit} levels")
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, dict | list))
+
+
+def session_names(data: Any) -> SessionNames:
+    """The session a request names, validated: strings without NUL bytes or lone
+    surrogates, an absolute ``session_file``, or both ``project`` and ``session_id``."""
     if not isinstance(data, dict):
         raise RequestError("the request must be a JSON object")
-    defaults = defaults or {}
-    session_file = _optional_str(data, "session_file")
+    session_file = optional_text(data, "session_file")
     if session_file is not None and not os.path.isabs(session_file):
         raise RequestError("session_file must be an absolute path")
-    project, session_id = _optional_str(data, "project"), _optional_str(data, "session_id")
+    project, session_id = optional_text(data, "project"), optional_text(data, "session_id")
     if session_file is None and not (project and session_id):
         raise RequestError("name the session: session_file, or project and session_id")
+    return SessionNames(session_file, project, session_id)
+
+
+def parse_request(data: Any, defaults: dict[str, Any] | None = None) -> RetrievalRequest:
+    """Validate a request dict (``defaults``: the settings' retrieval section)."""
+    names = session_names(data)
+    session_file, project, session_id = names.session_file, names.project, names.session_id
+    defaults = defaults or {}
     return RetrievalRequest(
         session_file=session_file,
         project=project,
         session_id=session_id,
-        leaf_id=_optional_str(data, "leaf_id"),
-        branch_ids=_optional_ids(data, "branch_ids"),
-        context_ids=_optional_ids(data, "context_ids"),
+        leaf_id=optional_text(data, "leaf_id"),
+        branch_ids=optional_ids(data, "branch_ids"),
+        context_ids=optional_ids(data, "context_ids"),
         message=_message(data),
-        provider=_optional_str(data, "provider"),
+        provider=optional_text(data, "provider"),
         max_results=_bounded_int(data, "max_results",
                                  defaults.get("max_results", DEFAULT_MAX_RESULTS),
                                  *MAX_RESULTS_RANGE),
@@ -82,32 +123,51 @@ def _message(data: dict[str, Any]) -> str | None:
     if "message" in data and data["message"] is not None:
         if not isinstance(data["message"], str):
             raise RequestError("message must be a string")
-        return data["message"][:MAX_MESSAGE_CHARS]
+        return query_text(data["message"])
     messages = data.get("messages")
     if messages is None:
         raise RequestError("give message (text) or messages (Pi AgentMessage[])")
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise RequestError("messages must be a list of objects")
     found = latest_real_user_message(messages)
-    return None if found is None else found[1][:MAX_MESSAGE_CHARS]
+    return None if found is None else query_text(found[1])
 
 
-def _optional_str(data: dict[str, Any], key: str) -> str | None:
+def query_text(text: str) -> str:
+    """What a search is for, at most ``MAX_MESSAGE_CHARS``; a lone surrogate (an emoji
+    cut in half, which Pi may write) becomes U+FFFD: it can match nothing anyway."""
+    text = text[:MAX_MESSAGE_CHARS]
+    return text if _encodable(text) else _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def optional_text(data: dict[str, Any], key: str) -> str | None:
+    """``data[key]``: None when absent, else a non-empty string of valid Unicode without
+    NUL bytes (a lone surrogate — half an emoji — cannot name a file or an entry)."""
     value = data.get(key)
     if value is None:
         return None
-    if not isinstance(value, str) or not value or "\x00" in value:
-        raise RequestError(f"{key} must be a non-empty string")
+    if not isinstance(value, str) or not value or "\x00" in value or not _encodable(value):
+        raise RequestError(f"{key} must be a non-empty string (no NUL bytes, valid Unicode)")
     return value
 
 
-def _optional_ids(data: dict[str, Any], key: str) -> tuple[str, ...] | None:
+def _encodable(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def optional_ids(data: dict[str, Any], key: str) -> tuple[str, ...] | None:
     value = data.get(key)
     if value is None:
         return None
     if not isinstance(value, list) or len(value) > MAX_IDS \
-            or not all(isinstance(item, str) for item in value):
-        raise RequestError(f"{key} must be a list of entry id strings")
+            or not all(isinstance(item, str) and _encodable(item) for item in value):
+        raise RequestError(f"{key} must be a list of entry id strings (valid Unicode)")
     return tuple(value)
 
 
