@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -303,22 +302,6 @@ class ClaudeRunner:
         """Main session files (sub-agent transcripts left out), oldest first."""
         found = [p for p in self.projects().glob("*/*.jsonl")]
         return sorted(found, key=lambda p: p.stat().st_mtime_ns)
-
-
-def write_hook_settings(project: Path, command: str, timeout_seconds: int = 5) -> Path:
-    """`<project>/.claude/settings.json` with one UserPromptSubmit command hook."""
-    settings = project / ".claude" / "settings.json"
-    settings.parent.mkdir(parents=True, exist_ok=True)
-    hook = {"type": "command", "command": command, "timeout": timeout_seconds}
-    settings.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [hook]}]}},
-                                   indent=2))
-    return settings
-
-
-@contextmanager
-def fake_anthropic() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 def read_jsonl(path: Path) -> list[dict]:
