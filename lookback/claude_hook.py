@@ -4,10 +4,11 @@ Claude Code runs the hook before every prompt it sends, with the hook input as J
 stdin (``session_id``, ``transcript_path``, ``cwd``, ``prompt``, ``hook_event_name``).
 This module posts ``{session_file: transcript_path, message: prompt, provider}`` to
 ``POST /v1/retrieve`` of ``lookback serve`` and prints the evidence envelopes (the
-specification's, one per item, blank-line separated) as the hook's
-``additionalContext``. The reader applies the token budget and the privacy policy of
-``provider`` (Anthropic unless configured); in embedded mode it also indexes the
-transcript's new lines before answering (``lookback.freshness``).
+specification's, one per item, blank-line separated, whole envelopes up to Claude
+Code's 10,000-character limit) as the hook's ``additionalContext``. The reader
+applies the token budget and the privacy policy of ``provider`` (Anthropic unless
+configured); in embedded mode it also indexes the transcript's new lines before
+answering (``lookback.freshness``).
 
 Fail-open: a missing or slow reader, an unindexed session, a bad answer, bad input —
 anything at all — prints nothing and exits 0, so Claude Code goes on unchanged.
@@ -36,6 +37,11 @@ MAX_INPUT_BYTES = 4_000_000
 #: The reader's answer is bounded by its token budget; this caps what is read regardless.
 MAX_ANSWER_BYTES = 8_000_000
 EVENT = "UserPromptSubmit"
+SEPARATOR = "\n\n"
+#: Claude Code 2.1.328 replaces an additionalContext longer than 10,000 characters by a
+#: 2 KB preview and the path of a file holding the rest, which would cut evidence in
+#: half; so the hook hands over only whole envelopes up to that length.
+MAX_CONTEXT_UNITS = 10_000
 
 
 class HookSkipped(Exception):
@@ -58,19 +64,38 @@ def retrieve_request(hook_input: object, provider: str) -> dict:
 
 
 def additional_context(response: object) -> str | None:
-    """The evidence envelopes of a retrieve response, blank-line separated (None: none)."""
+    """The evidence envelopes of a retrieve response, in rank order, blank-line separated
+    (None: none). Envelopes are whole or left out: the ones that would push the text past
+    ``MAX_CONTEXT_UNITS`` are skipped, and smaller lower-ranked ones may still fit."""
     if not isinstance(response, dict) or response.get("status") != "ok":
         return None
+    chosen: list[str] = []
+    used = -len(SEPARATOR)
+    for text in _envelopes(response.get("evidence")):
+        size = _units(text) + len(SEPARATOR)
+        if used + size <= MAX_CONTEXT_UNITS:
+            chosen.append(text)
+            used += size
+    return SEPARATOR.join(chosen) if chosen else None
+
+
+def _envelopes(evidence: object) -> list[str]:
     texts: list[str] = []
-    for item in response.get("evidence") or []:
+    for item in evidence if isinstance(evidence, list) else []:
         message = item.get("message") if isinstance(item, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
-            texts.extend(block["text"] for block in content
-                         if isinstance(block, dict) and isinstance(block.get("text"), str))
-    return "\n\n".join(texts) if texts else None
+            texts.append("".join(block["text"] for block in content
+                                 if isinstance(block, dict)
+                                 and isinstance(block.get("text"), str)))
+    return [text for text in texts if text]
+
+
+def _units(text: str) -> int:
+    """Length as Claude Code (JavaScript) counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 def hook_output(context: str) -> str:

@@ -118,6 +118,23 @@ def test_the_request_names_the_transcript_prompt_and_provider():
                                                "provider": "anthropic"})]
 
 
+def test_only_whole_envelopes_up_to_claude_codes_limit(reader_url):
+    body = claude_hook.retrieve_request(json.loads(hook_input()), "anthropic")
+    response = claude_hook.post_json(reader_url, "/v1/retrieve", body,
+                                     deadline=time.monotonic() + 5)
+    [first, *rest] = response["evidence"]
+    big = {**first, "message": {"role": "user", "content": [
+        {"type": "text", "text": HEADER + "\n" + "é" * 9_850 + "\n" + FOOTER}]}}
+    ranked = {**response, "evidence": [first, big, *rest, first]}
+    context = claude_hook.additional_context(ranked)
+    envelopes = context.split("\n\n" + HEADER)
+    assert len(context.encode("utf-16-le")) // 2 <= claude_hook.MAX_CONTEXT_UNITS
+    assert "é" not in context  # the big one did not fit: left out whole
+    assert len(envelopes) == len(rest) + 2  # the smaller ones after it still came
+    assert context.startswith(first["message"]["content"][0]["text"])
+    assert all(e.endswith(FOOTER) for e in envelopes)
+
+
 def test_no_topic_or_nothing_removed_adds_nothing(reader_url):
     assert run(hook_input("ok grazie, vai pure"), reader_url) is None
     assert run(hook_input("what is PRESERVED_PROMPT_6021 about?"), reader_url) is None
