@@ -1,23 +1,36 @@
-"""Retrieval latency: the in-process reader against one raw FTS5 query.
+"""Retrieval latency on real text: new messages, repeated messages, one raw FTS5 query.
 
-    python bench/bench_retrieval.py [--sizes 5000 100000] [--runs 100]
+    python bench/bench_retrieval.py [--sizes 5000 100000] [--million] [--new 100]
 
-For each size, builds a project index from the fixtures' real text (sessions of
-5,000 messages ending in a compaction that keeps the last 10% in context), then
-times ``lookback.api.retrieve`` for queries with an exact identifier plus FTS5
-keywords: ``warm`` repeats one message (Pi asks again before every model call of a
-tool loop), ``fresh`` uses a different message each run. The baseline is one raw
-``bm25`` query with the same FTS5 expression over the same index.
+For each size, builds a project index from the fixtures' real messages (sessions of
+5,000 messages, each ending in a compaction that keeps the last 10% in context) and
+asks ``lookback.api.retrieve`` about the fixtures' real user messages, in one process:
+
+* **new** — a message the reader has never seen (every new user turn of Pi): after
+  20 warm-up calls with other messages, each of the next ``--new`` messages is asked
+  once;
+* **repeated** — the same messages asked again (the tool-loop calls that follow a
+  turn ask about the same message);
+* **raw** — the yardstick, in the same run over the same index: one FTS5 ``bm25``
+  query per message, with the same FTS5 expression the reader builds for it, the
+  whole index, ``LIMIT 24`` (the reader's FTS limit), no scope, no verification.
+
+Ratios compare percentiles (new p50 / raw p50, new p95 / raw p95). Wall times
+suffer when the machine is busy, so the CPU time of the calling thread is printed
+too (``cpu p50``): it is what a quiet machine would show. ``--million`` adds the
+1,000,000-message index (about 3 GB of disk and several minutes to build).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -31,19 +44,52 @@ from lookback.query.search.reader import IndexReader  # noqa: E402
 from lookback.query.text.fts_query import build_fts_query  # noqa: E402
 from lookback.query.text.terms import extract_terms  # noqa: E402
 
-from bench.corpus import write_corpus  # noqa: E402
+from bench.corpus import real_messages, write_corpus  # noqa: E402
 from lookback.api import retrieve  # noqa: E402
 from lookback.settings import load_settings  # noqa: E402
 
 SESSION_MESSAGES = 5000
-WARM = "where did we change `AgentSession` and the thinking level handling?"
-FRESH = [
-    "what happened to `getApiKey` in the oauth flow?", "why did `tui-renderer.ts` break?",
-    "the `setTheme` error handling and invalid themes", "`SessionManager` compaction entries",
-    "how does `queueMessage` differ from appendMessage?", "the markdown codeblock colors",
-    "`ThinkingLevel` selector and footer", "what about `AgentSession` subscribe listeners?",
-    "the `interactive-mode.ts` selector refactor", "`ProcessTerminal` and the editor",
-]
+WARM_UP = 20
+RAW_LIMIT = 24
+CWD = "/bench/project"
+
+
+def user_messages() -> list[str]:
+    """The fixtures' distinct real user messages that have something to search for."""
+    found: list[str] = []
+    for entry in real_messages():
+        message = entry["message"]
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n".join(block.get("text", "") for block in content
+                                if isinstance(block, dict) and block.get("type") == "text")
+        if isinstance(content, str) and content not in found and \
+                build_fts_query(extract_terms(content)) is not None:
+            found.append(content)
+    return found
+
+
+def build(size: int, work: Path) -> tuple[Path, Path]:
+    corpus = work / f"corpus-{size}"
+    sessions = max(1, size // SESSION_MESSAGES)
+    write_corpus(corpus, sessions, min(size, SESSION_MESSAGES), cwd=CWD, compact_keep=0.1)
+    home = work / f"home-{size}"
+    with EmbeddedSink(home) as sink:
+        ingest_files(session_files([corpus]), sink)
+    return home, sorted(corpus.glob("*.jsonl"))[-1]
+
+
+def timed(call: Callable[[str], object], messages: list[str]) -> tuple[list[float], list[float]]:
+    """Wall and thread-CPU milliseconds of ``call(message)`` for each message."""
+    wall, cpu = [], []
+    for message in messages:
+        started, started_cpu = time.perf_counter(), time.thread_time()
+        call(message)
+        cpu.append((time.thread_time() - started_cpu) * 1000)
+        wall.append((time.perf_counter() - started) * 1000)
+    return wall, cpu
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -51,60 +97,55 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def build(size: int, work: Path) -> tuple[Path, Path]:
-    corpus = work / f"corpus-{size}"
-    sessions = max(1, size // SESSION_MESSAGES)
-    write_corpus(corpus, sessions, min(size, SESSION_MESSAGES), compact_keep=0.1)
-    home = work / f"home-{size}"
-    with EmbeddedSink(home) as sink:
-        ingest_files(session_files([corpus]), sink)
-    return home, sorted(corpus.glob("*.jsonl"))[-1]
-
-
-def time_calls(call, runs: int) -> list[float]:
-    call(0)  # warm caches and connections
-    timings = []
-    for run in range(runs):
-        started = time.perf_counter()
-        call(run)
-        timings.append((time.perf_counter() - started) * 1000)
-    return timings
-
-
-def measure(size: int, runs: int, work: Path) -> None:
+def measure(size: int, new_count: int, work: Path) -> None:
     home, session = build(size, work)
     settings = load_settings({"home": str(home)}, environ={})
     reader = IndexReader(home)
+    messages = user_messages()
+    warm_up, new = messages[:WARM_UP], messages[WARM_UP:WARM_UP + new_count]
 
     def ask(message: str) -> dict:
         return retrieve({"session_file": str(session), "message": message},
                         settings=settings, reader=reader)
 
-    assert ask(WARM)["evidence"], "the benchmark query must find evidence"
-    warm = time_calls(lambda run: ask(WARM), runs)
-    fresh = time_calls(lambda run: ask(FRESH[run % len(FRESH)] + f" v{run}"), runs)
-    raw_db = open_reader(project_dir(home, "/bench/project").index_path())
-    fts = build_fts_query(extract_terms(WARM))
-    raw = time_calls(lambda run: raw_db.execute(
-        "SELECT rowid, bm25(entries_fts) FROM entries_fts WHERE entries_fts MATCH ? "
-        "ORDER BY bm25(entries_fts) LIMIT 48", (fts,)).fetchall(), runs)
-    raw_p50 = statistics.median(raw)
-    for name, timings in (("warm", warm), ("fresh", fresh), ("raw FTS5", raw)):
-        print(f"{size:>9,} messages  {name:<9} p50 {statistics.median(timings):7.3f} ms  "
-              f"p95 {percentile(timings, 0.95):7.3f} ms  max {max(timings):7.3f} ms  "
-              f"ratio to raw p50 {statistics.median(timings) / raw_p50:5.1f}x")
+    answers = [ask(message) for message in warm_up]
+    assert any(answer["evidence"] for answer in answers), "the warm-up must find evidence"
+    raw_db = open_reader(project_dir(home, CWD).index_path())
+    expressions = {message: build_fts_query(extract_terms(message)) for message in messages}
+
+    def raw(message: str) -> None:
+        raw_db.execute("SELECT rowid, bm25(entries_fts) AS score FROM entries_fts "
+                       "WHERE entries_fts MATCH ? ORDER BY score LIMIT ?",
+                       (expressions[message], RAW_LIMIT)).fetchall()
+
+    for message in warm_up:
+        raw(message)
+    figures = {"new": timed(ask, new), "repeated": timed(ask, new), "raw": timed(raw, new)}
+    raw_wall = figures["raw"][0]
+    for name, (wall, cpu) in figures.items():
+        p50, p95 = statistics.median(wall), percentile(wall, 0.95)
+        print(f"{size:>9,} messages  {name:<8} p50 {p50:7.3f} ms  p95 {p95:7.3f} ms  "
+              f"max {max(wall):7.3f} ms  cpu p50 {statistics.median(cpu):7.3f} ms  "
+              f"ratio to raw p50 {p50 / statistics.median(raw_wall):4.1f}x  "
+              f"p95 {p95 / percentile(raw_wall, 0.95):4.1f}x")
+    raw_db.close()
+    reader.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 100_000])
-    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--million", action="store_true", help="also 1,000,000 messages")
+    parser.add_argument("--new", type=int, default=100, help="new messages timed per size")
     args = parser.parse_args()
+    sizes = [*args.sizes, *([1_000_000] if args.million else [])]
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
-        for size in args.sizes:
-            measure(size, args.runs, Path(tmp))
+        for size in sizes:
+            measure(size, args.new, Path(tmp))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS of the benchmark process (indexing included): {peak:.0f} MiB")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}; "
+          f"peak RSS of the benchmark process (indexing included): {peak:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ of candidate texts: the FTS5 auxiliary function ``lookback_phrases`` reports whi
 of the query's phrases (``query.text.fts_query.FtsQuery``) a row matches — FTS5 has
 just matched them, token by token, with the index's own tokenizer — and the scalar
 function ``lookback_literals`` reports which literal terms a row contains exactly
-as written and not glued inside a longer word (run only on rows where SQLite's
-``instr`` found them). SQLite evaluates both only for the rows that make the
-``LIMIT``. Texts are read only for the items an answer returns (``load_texts``).
+as written and not glued inside a longer word, once per distinct candidate. SQLite
+evaluates the auxiliary function only for the rows that make the ``LIMIT``. Texts
+reach Python only inside those functions and for the items an answer returns
+(``load_texts``).
 """
 
 from __future__ import annotations
@@ -160,50 +161,47 @@ class Literals:
     def packed(self) -> str:
         return _LITERAL_SEPARATOR.join(self.texts)
 
-    def mask_sql(self, text: str = "e.text") -> tuple[str, list[object]]:
-        """A column computing the row's literal bits; ``instr`` (C) skips absent ones."""
-        if not self.texts:
-            return "0", []
-        present = " OR ".join(f"instr({text}, ?) > 0" for _ in self.texts)
-        return (f"CASE WHEN {present} THEN lookback_literals({text}, ?) ELSE 0 END",
-                [*self.texts, self.packed])
 
-
-def literal_search(connection: apsw.Connection, literals: Literals, number: int, scope: Scope,
+def literal_search(connection: apsw.Connection, literal: str, scope: Scope,
                    limit: int) -> list[Row]:
-    """Rows containing literal ``number`` exactly as written (case-sensitive), newest first.
+    """Rows containing ``literal`` exactly as written (case-sensitive), newest first.
 
     The FTS5 phrase of the literal narrows the rows (fast at a million entries);
     ``instr`` then checks the exact text. Walking FTS rowids downwards lets SQLite
     stop at ``limit`` rows. A literal with no searchable token falls back to
-    ``instr`` over the scope alone, which is bounded by one session. Rows where
-    the literal is only glued inside a longer word are dropped. The rows' phrase
-    bits are filled in by ``add_phrase_bits``.
+    ``instr`` over the scope alone, which is bounded by one session. The rows'
+    phrase and literal bits are filled in once per distinct row after merging
+    (``add_phrase_bits``, ``add_literal_bits``).
     """
-    literal = literals.texts[number]
     phrase = build_phrase_query(literal)
-    mask, mask_params = literals.mask_sql()
     if phrase is not None:
         where, params = scope.where()
-        sql = (f"SELECT {COLUMNS}, {mask} FROM entries_fts JOIN entries AS e "
+        sql = (f"SELECT {COLUMNS} FROM entries_fts JOIN entries AS e "
                f"ON e.rowid = entries_fts.rowid WHERE entries_fts MATCH ? AND {where} "
                f"AND instr(e.text, ?) > 0 ORDER BY entries_fts.rowid DESC LIMIT ?")
-        args = [*mask_params, phrase, *params, literal, limit]
+        args = [phrase, *params, literal, limit]
     elif scope.rowids is not None or scope.session_id is not None:
         where, params = scope.where(fts="e")
-        sql = (f"SELECT {COLUMNS}, {mask} FROM entries AS e WHERE {where} "
+        sql = (f"SELECT {COLUMNS} FROM entries AS e WHERE {where} "
                f"AND e.eligible = 1 AND instr(e.text, ?) > 0 ORDER BY e.rowid DESC LIMIT ?")
-        args = [*mask_params, *params, literal, limit]
+        args = [*params, literal, limit]
     else:
         return []
+    return [Row(*values) for values in connection.execute(sql, args)]
+
+
+def add_literal_bits(connection: apsw.Connection, literals: Literals,
+                     rows: Sequence[Row]) -> None:
+    """Set ``literals`` on every row, one function call per distinct row."""
+    if not rows or not literals.texts:
+        return
+    by_rowid = {row.rowid: row for row in rows}
     prepare(connection)
-    rows = []
-    for values in connection.execute(sql, args):
-        row = Row(*values[:-1])
-        row.literals = values[-1]
-        if row.literals >> number & 1:
-            rows.append(row)
-    return rows
+    for rowid, mask in connection.execute(
+            "SELECT rowid, lookback_literals(text, ?) FROM entries "
+            "WHERE rowid IN (SELECT value FROM json_each(?))",
+            (literals.packed, json.dumps(list(by_rowid)))):
+        by_rowid[rowid].literals = mask
 
 
 def add_phrase_bits(connection: apsw.Connection, query: FtsQuery, rows: Sequence[Row]) -> None:
@@ -224,12 +222,12 @@ def add_phrase_bits(connection: apsw.Connection, query: FtsQuery, rows: Sequence
         by_rowid[rowid].phrases = phrases
 
 
-def fts_search(connection: apsw.Connection, query: FtsQuery, literals: Literals, scope: Scope,
+def fts_search(connection: apsw.Connection, query: FtsQuery, scope: Scope,
                limit: int) -> list[Row]:
     """The best ``limit`` rows by ``bm25`` for the query's ``OR`` of phrases.
 
     Ranking and the scope filter run on the FTS table alone; only the ``limit``
-    winners are joined to ``entries``, for their columns and literal bits.
+    winners are joined to ``entries``, for their columns.
     """
     where, params = scope.where(fts="entries_fts")
     select = ("entries_fts.rowid AS rowid, bm25(entries_fts) AS score, "
@@ -241,15 +239,13 @@ def fts_search(connection: apsw.Connection, query: FtsQuery, literals: Literals,
     else:
         inner = (f"SELECT {select} FROM entries_fts "
                  f"WHERE entries_fts MATCH ? AND {where} ORDER BY score LIMIT ?")
-    mask, mask_params = literals.mask_sql()
-    sql = (f"SELECT {COLUMNS}, hits.score, hits.phrases, {mask} FROM ({inner}) AS hits "
+    sql = (f"SELECT {COLUMNS}, hits.score, hits.phrases FROM ({inner}) AS hits "
            f"JOIN entries AS e ON e.rowid = hits.rowid ORDER BY hits.score, e.rowid DESC")
     prepare(connection)
     rows = []
-    for rank, values in enumerate(connection.execute(
-            sql, [*mask_params, query.expression, *params, limit])):
-        row = Row(*values[:-3])
-        row.bm25, row.phrases, row.literals = values[-3:]
+    for rank, values in enumerate(connection.execute(sql, [query.expression, *params, limit])):
+        row = Row(*values[:-2])
+        row.bm25, row.phrases = values[-2:]
         row.fts_rank = rank
         rows.append(row)
     return rows

@@ -31,6 +31,7 @@ from lookback.query.search.candidates import (
     Literals,
     Row,
     Scope,
+    add_literal_bits,
     add_phrase_bits,
     count_fts,
     entries_for,
@@ -133,8 +134,7 @@ class Retriever:
         fts_rows: list[Row] = []
         if searched.query is not None:
             try:
-                fts_rows = fts_search(connection, searched.query, searched.literals, scope,
-                                      fts_limit)
+                fts_rows = fts_search(connection, searched.query, scope, fts_limit)
                 diagnostics.in_context_removed = count_fts(
                     connection, searched.query.expression, allowed.context_scope)
             except apsw.Error as error:
@@ -271,8 +271,8 @@ def literal_rows(connection: apsw.Connection, searched: Searched, scope: Scope,
                  limit: int) -> list[Row]:
     """Step 3: for each literal term, the newest ``limit`` rows holding it as written."""
     found: list[Row] = []
-    for number in range(len(searched.literals.texts)):
-        found.extend(literal_search(connection, searched.literals, number, scope, limit))
+    for literal in searched.literals.texts:
+        found.extend(literal_search(connection, literal, scope, limit))
     return found
 
 
@@ -282,17 +282,18 @@ def find_candidates(connection: apsw.Connection, searched: Searched, scope: Scop
     rows = literal_rows(connection, searched, scope, literal_limit)
     fts_rows: list[Row] = []
     if searched.query is not None:
-        fts_rows = fts_search(connection, searched.query, searched.literals, scope, fts_limit)
+        fts_rows = fts_search(connection, searched.query, scope, fts_limit)
     return merge_candidates(connection, searched, rows, fts_rows), len(fts_rows)
 
 
 def merge_candidates(connection: apsw.Connection, searched: Searched, literal: list[Row],
                      fts: list[Row]) -> list[Row]:
-    """Step 5: merged rows, each knowing every phrase it matches (not only its literal's)."""
+    """Step 5: merged rows, each knowing every phrase and literal term it matches."""
     merged = merge_rows(literal, fts)
     if searched.query is not None:
         add_phrase_bits(connection, searched.query,
                         [row for row in merged if row.fts_rank is None])
+    add_literal_bits(connection, searched.literals, merged)
     return merged
 
 
