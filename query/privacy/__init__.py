@@ -19,6 +19,7 @@ _EXPORTS = {
     "PrivacySettingsError": "policy",
     "classify": "policy",
     "classify_spans": "policy",
+    "classify_source": "policy",
     "excluded_record": "policy",
 }
 __all__ = sorted(_EXPORTS)
