@@ -9,7 +9,8 @@ fresh append needs:
 * background: one process with one thread on ``lookback-background`` (rebuilds are
   disk-bound; two at once would only fight over the disk).
 
-Settings reach the workers through the environment (``LOOKBACK_*``).
+Settings reach the workers through the environment (``LOOKBACK_*``). The groups end
+with the supervisor however it ends (``workers.lifeline``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE
+from lookback.workers.lifeline import Registry, die_with_parent
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,30 @@ def groups(processes: int, threads: int, background: bool = True) -> list[Group]
 
 
 def start(group: Group, environ: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(group.argv(), env=group.environ(environ), start_new_session=True)
+    """Start the group's dramatiq master in its own session; it gets SIGTERM when we die."""
+    return subprocess.Popen(group.argv(), env=group.environ(environ), start_new_session=True,
+                            preexec_fn=die_with_parent())
 
 
 def supervise(groups_: Sequence[Group], environ: dict[str, str]) -> int:
-    """Run the groups until one exits or we are told to stop; stop the others too."""
+    """Run the groups until one exits or we are told to stop; stop the others too.
+
+    First stops the groups a killed supervisor of the same data directory left.
+    """
+    registry = Registry(Path(environ.get("LOOKBACK_HOME") or "."))
+    reaped = registry.reap()
+    if reaped:
+        print(f"stopped {reaped} worker group(s) a killed supervisor left running",
+              file=sys.stderr, flush=True)
     children = [start(group, environ) for group in groups_]
+    registry.record(child.pid for child in children)
+    try:
+        return _run(children)
+    finally:
+        registry.forget()
+
+
+def _run(children: list[subprocess.Popen]) -> int:
     stopping = {"signal": 0}
 
     def forward(signum: int, _frame: object) -> None:
