@@ -2,7 +2,8 @@
 
 Claude Code runs the hook before every prompt it sends, with the hook input as JSON on
 stdin (``session_id``, ``transcript_path``, ``cwd``, ``prompt``, ``hook_event_name``).
-This module posts ``{session_file: transcript_path, message: prompt, provider}`` to
+This module posts ``{session_file: transcript_path, message: prompt, provider,
+max_retrieved_history_tokens}`` to
 ``POST /v1/retrieve`` of ``lookback serve`` and prints the evidence envelopes (the
 specification's, one per item, blank-line separated, whole envelopes up to Claude
 Code's 10,000-character limit) as the hook's ``additionalContext``. The reader
@@ -42,13 +43,17 @@ SEPARATOR = "\n\n"
 #: 2 KB preview and the path of a file holding the rest, which would cut evidence in
 #: half; so the hook hands over only whole envelopes up to that length.
 MAX_CONTEXT_UNITS = 10_000
+#: The evidence budget asked of the reader: what fits in that limit (4 characters a token,
+#: the reader's estimate), unless the settings ask for less.
+MAX_CONTEXT_TOKENS = MAX_CONTEXT_UNITS // 4
 
 
 class HookSkipped(Exception):
     """Nothing to add for this prompt (the reason is never printed: fail-open)."""
 
 
-def retrieve_request(hook_input: object, provider: str) -> dict:
+def retrieve_request(hook_input: object, provider: str,
+                     max_tokens: int = MAX_CONTEXT_TOKENS) -> dict:
     """The retrieve body for one hook input; HookSkipped when it is not a usable prompt."""
     if not isinstance(hook_input, dict):
         raise HookSkipped("hook input is not an object")
@@ -60,7 +65,8 @@ def retrieve_request(hook_input: object, provider: str) -> dict:
         raise HookSkipped("no prompt")
     if not isinstance(transcript, str) or not os.path.isabs(transcript):
         raise HookSkipped("no absolute transcript path")
-    return {"session_file": transcript, "message": prompt, "provider": provider}
+    return {"session_file": transcript, "message": prompt, "provider": provider,
+            "max_retrieved_history_tokens": max_tokens}
 
 
 def additional_context(response: object) -> str | None:
@@ -174,11 +180,11 @@ def _unchunk(data: bytes) -> bytes:
 
 
 def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
-             token: str | None = None) -> str | None:
+             token: str | None = None, max_tokens: int = MAX_CONTEXT_TOKENS) -> str | None:
     """The hook's stdout for one input, or None to print nothing. Never raises."""
     deadline = time.monotonic() + timeout_ms / 1000
     try:
-        body = retrieve_request(json.loads(stdin), provider)
+        body = retrieve_request(json.loads(stdin), provider, max_tokens)
         context = additional_context(post_json(url, "/v1/retrieve", body, deadline=deadline,
                                                token=token))
         return hook_output(context) if context else None
@@ -187,7 +193,8 @@ def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -S -I claude_hook.py [--url U] [--provider P] [--timeout-ms T]``; exits 0."""
+    """``python -S -I claude_hook.py [--url U] [--provider P] [--timeout-ms T]
+    [--max-tokens N]``; always exits 0."""
     try:
         options = _options(sys.argv[1:] if argv is None else argv)
         if os.environ.get("LOOKBACK_DISABLED"):
@@ -195,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         stdin = sys.stdin.buffer.read(MAX_INPUT_BYTES)
         output = run_hook(stdin, url=options["url"], provider=options["provider"],
                           timeout_ms=float(options["timeout-ms"]),
-                          token=os.environ.get("LOOKBACK_TOKEN"))
+                          token=os.environ.get("LOOKBACK_TOKEN"),
+                          max_tokens=int(options["max-tokens"]))
         if output:
             sys.stdout.write(output)
             sys.stdout.flush()
@@ -206,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _options(argv: list[str]) -> dict[str, str]:
     options = {"url": DEFAULT_URL, "provider": DEFAULT_PROVIDER,
-               "timeout-ms": str(DEFAULT_TIMEOUT_MS)}
+               "timeout-ms": str(DEFAULT_TIMEOUT_MS), "max-tokens": str(MAX_CONTEXT_TOKENS)}
     pairs = iter(argv)
     for flag in pairs:
         name = flag.removeprefix("--")

@@ -115,7 +115,8 @@ def test_the_request_names_the_transcript_prompt_and_provider():
     with Fake(body=b'{"status": "no-query", "evidence": []}') as fake:
         assert run(hook_input(), fake.url, provider="anthropic") is None
     assert fake.requests == [("/v1/retrieve", {"session_file": str(MAIN), "message": PROMPT,
-                                               "provider": "anthropic"})]
+                                               "provider": "anthropic",
+                                               "max_retrieved_history_tokens": 2500})]
 
 
 def test_only_whole_envelopes_up_to_claude_codes_limit(reader_url):
@@ -240,7 +241,11 @@ def test_install_print_shows_the_snippet(capsys, home, monkeypatch):
     assert main(["install", "claude-code", "--print"]) == 0
     snippet = json.loads(capsys.readouterr().out)
     command = snippet["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
-    assert "--provider bedrock" in command and command.endswith("--timeout-ms 1500")
+    assert "--provider bedrock" in command and "--timeout-ms 1500 " in command
+    assert command.endswith("--max-tokens 2500")  # capped at what Claude Code takes whole
+    monkeypatch.setenv("LOOKBACK_RETRIEVAL__MAX_RETRIEVED_HISTORY_TOKENS", "800")
+    assert main(["install", "claude-code", "--print"]) == 0
+    assert capsys.readouterr().out.count("--max-tokens 800") == 1
 
 
 def test_hook_command_quotes_paths():

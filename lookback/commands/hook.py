@@ -14,6 +14,7 @@ import sys
 
 from lookback import claude_hook
 from lookback.commands.common import load
+from lookback.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,6 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "additionalContext. Never fails: on any problem it prints nothing.")
     parser.add_argument("agent", choices=["claude-code"])
     parser.set_defaults(handler=run)
+
+
+def hook_budget(settings: Settings) -> int:
+    """The evidence budget the hook asks for: the settings', capped at what Claude Code
+    takes whole (``claude_hook.MAX_CONTEXT_TOKENS``)."""
+    return min(settings.retrieval.max_retrieved_history_tokens, claude_hook.MAX_CONTEXT_TOKENS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
                                   url=f"http://{settings.server.host}:{settings.server.port}",
                                   provider=settings.claude_code.provider,
                                   timeout_ms=settings.claude_code.hook_timeout_ms,
-                                  token=os.environ.get("LOOKBACK_TOKEN"))
+                                  token=os.environ.get("LOOKBACK_TOKEN"),
+                                  max_tokens=hook_budget(settings))
     if output:
         sys.stdout.write(output)
     return 0

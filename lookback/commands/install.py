@@ -3,9 +3,9 @@
 Writes (or merges into) ``<project>/.claude/settings.json`` — ``--user`` for
 ``~/.claude/settings.json`` — one ``UserPromptSubmit`` command hook. The command runs
 ``lookback/claude_hook.py`` with this Python under ``-S -I`` (no ``site``, no
-environment: the cheapest start) and the reader's address, provider and timeout from the
-settings baked in as flags. Other hooks in the file are kept; a previous Lookback hook is
-replaced, so re-running is harmless.
+environment: the cheapest start) and the reader's address, provider, timeout and evidence
+budget from the settings baked in as flags. Other hooks in the file are kept; a
+previous Lookback hook is replaced, so re-running is harmless.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from lookback import claude_hook
 from lookback.commands.common import load
+from lookback.commands.hook import hook_budget
 from lookback.errors import UserError
 from lookback.settings import Settings
 
@@ -51,7 +52,8 @@ def hook_command(settings: Settings, python: str = sys.executable) -> str:
     script = Path(claude_hook.__file__).resolve()
     parts = [python, "-S", "-I", str(script),
              "--url", f"http://{settings.server.host}:{settings.server.port}",
-             "--provider", section.provider, "--timeout-ms", f"{section.hook_timeout_ms:g}"]
+             "--provider", section.provider, "--timeout-ms", f"{section.hook_timeout_ms:g}",
+             "--max-tokens", str(hook_budget(settings))]
     return " ".join(shlex.quote(part) for part in parts)
 
 
