@@ -77,6 +77,8 @@ interface LastRetrieval {
 	diagnostics: Record<string, unknown>;
 	inserted: number;
 	planner: "reader" | "none";
+	/** Milliseconds per step of this call (debug line): Pi's view, retrieve, plan. */
+	phases: Record<string, number>;
 }
 
 function positiveInt(raw: string | undefined): number | undefined {
@@ -346,7 +348,15 @@ async function retrieveAndPlan(
 	// Pi writes a new session's file only after the first model reply: nothing to ask yet.
 	if (userIndex < 0 || !sessionFile || !existsSync(sessionFile)) return { messages: undefined, last: undefined };
 
+	const clock = performance.now();
+	const phases: Record<string, number> = {};
+	const lap = (name: string, since: number) => {
+		phases[name] = Math.round((performance.now() - since) * 100) / 100;
+		return performance.now();
+	};
 	const branch = session.getBranch();
+	const contextIds = contextEntryIds(session, branch);
+	let mark = lap("view", clock);
 	const budgets = {
 		...(settings.maxResults !== undefined ? { max_results: settings.maxResults } : {}),
 		...(settings.maxHistoryTokens !== undefined ? { max_retrieved_history_tokens: settings.maxHistoryTokens } : {}),
@@ -361,7 +371,7 @@ async function retrieveAndPlan(
 				session_id: session.getSessionId(),
 				leaf_id: session.getLeafId(),
 				branch_ids: branch.map((e) => e.id),
-				context_ids: contextEntryIds(session, branch),
+				context_ids: contextIds,
 				messages: [textOnly(messages[userIndex])],
 				provider: model?.provider,
 				...budgets,
@@ -377,17 +387,21 @@ async function retrieveAndPlan(
 			diagnostics: retrieved.diagnostics && typeof retrieved.diagnostics === "object" ? retrieved.diagnostics : {},
 			inserted: 0,
 			planner: "none",
+			phases,
 		};
+		mark = lap("retrieve", mark);
 		// Only whole envelopes from this answer may ever be inserted; the rest is ignored.
 		const usable = evidence.filter((item) => item && typeof item === "object" && isEnvelope(item.message as Message));
 		if (retrieved.status !== "ok" || usable.length === 0) return { messages: undefined, last };
 
 		const limit = hardLimit(model);
+		const described = messages.map((m) => ({ kind: messageKind(m), tokens: estimateTokens(m) }));
+		mark = lap("describe", mark);
 		const planned = await reader.call(
 			"POST",
 			"/v1/plan",
 			{
-				messages: messages.map((m) => ({ kind: messageKind(m), tokens: estimateTokens(m) })),
+				messages: described,
 				evidence: usable.map((item) => ({
 					entry_id: item.entry_id,
 					session_id: item.session_id,
@@ -401,7 +415,9 @@ async function retrieveAndPlan(
 			},
 			signal,
 		);
+		mark = lap("plan", mark);
 		const final = applyDecision(messages, usable, planned.decision);
+		lap("apply", mark);
 		if (final === undefined) {
 			if (planned.decision !== null || planned.fallback == null) log("plan rejected: not an insertion of this retrieval's evidence");
 			return { messages: undefined, last };
@@ -595,7 +611,8 @@ export default function lookback(pi: ExtensionAPI): void {
 			if (outcome.last) last = outcome.last;
 			log(
 				`retrieve status=${outcome.last?.status ?? "skipped"} evidence=${outcome.last?.evidence.length ?? 0} ` +
-					`inserted=${outcome.last?.inserted ?? 0} ms=${(performance.now() - started).toFixed(2)}`,
+					`inserted=${outcome.last?.inserted ?? 0} ms=${(performance.now() - started).toFixed(2)}` +
+					(outcome.last ? ` ${Object.entries(outcome.last.phases).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""),
 			);
 			return outcome.messages ? { messages: outcome.messages as any } : undefined;
 		} catch (error) {
