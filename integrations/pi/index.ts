@@ -3,9 +3,10 @@
  *
  * Before every model call (Pi's `context` event) this extension asks the Lookback reader
  * (`lookback serve`) which earlier entries of the current branch, no longer in the model's
- * context, the latest real user message talks about, then asks its planner which of them fit
- * and where — sending only each message's kind and token estimate, never the conversation —
- * and applies that decision itself: the final messages are Pi's own message objects with only
+ * context, the latest real user message talks about. The same request tells the reader's
+ * planner each message's kind and token estimate — never the conversation — and the answer
+ * carries its decision (which evidence, in which order, where). The extension applies that
+ * decision itself and checks it: the final messages are Pi's own message objects with only
  * enveloped evidence messages inserted immediately before the latest real user message.
  *
  * Fail-open by design: a reader that is down, slow, broken or answering nonsense — including a
@@ -356,6 +357,9 @@ async function retrieveAndPlan(
 	};
 	const branch = session.getBranch();
 	const contextIds = contextEntryIds(session, branch);
+	// What the planner needs of the conversation: each message's kind and token estimate.
+	const described = messages.map((m) => ({ kind: messageKind(m), tokens: estimateTokens(m) }));
+	const limit = hardLimit(model);
 	let mark = lap("view", clock);
 	const budgets = {
 		...(settings.maxResults !== undefined ? { max_results: settings.maxResults } : {}),
@@ -374,6 +378,7 @@ async function retrieveAndPlan(
 				context_ids: contextIds,
 				messages: [textOnly(messages[userIndex])],
 				provider: model?.provider,
+				plan: { messages: described, ...(limit !== undefined ? { hard_limit_tokens: limit } : {}) },
 				...budgets,
 			},
 			signal,
@@ -394,28 +399,8 @@ async function retrieveAndPlan(
 		const usable = evidence.filter((item) => item && typeof item === "object" && isEnvelope(item.message as Message));
 		if (retrieved.status !== "ok" || usable.length === 0) return { messages: undefined, last };
 
-		const limit = hardLimit(model);
-		const described = messages.map((m) => ({ kind: messageKind(m), tokens: estimateTokens(m) }));
-		mark = lap("describe", mark);
-		const planned = await reader.call(
-			"POST",
-			"/v1/plan",
-			{
-				messages: described,
-				evidence: usable.map((item) => ({
-					entry_id: item.entry_id,
-					session_id: item.session_id,
-					tokens: Math.max(Number.isInteger(item.tokens) ? (item.tokens as number) : 0, estimateTokens(item.message as Message)),
-					score: item.score,
-					tier: item.tier,
-					group_id: item.group_id,
-				})),
-				...(limit !== undefined ? { hard_limit_tokens: limit } : {}),
-				...budgets,
-			},
-			signal,
-		);
-		mark = lap("plan", mark);
+		// The reader decided which evidence fits where (`plan`); this side applies and checks it.
+		const planned = retrieved.plan && typeof retrieved.plan === "object" ? retrieved.plan : {};
 		const final = applyDecision(messages, usable, planned.decision);
 		lap("apply", mark);
 		if (final === undefined) {

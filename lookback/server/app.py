@@ -34,6 +34,7 @@ import orjson
 from lookback import freshness
 from lookback.index.layout import find_project
 from lookback.query.context.manifest import ManifestStore, retrieval_record
+from lookback.query.context.planner import decide_for_answer
 from lookback.query.search.request import MAX_DEPTH, check_depth, session_names
 from lookback.server.auth import Grants
 from lookback.server.cache import AnswerCache, cache_key, watermark
@@ -176,6 +177,10 @@ class ReaderApp:
         if cached is None:
             response = self.call(self.engine.retrieve, body, settings=self.settings,
                                  reader=self.reader)
+            plan = decide_for_answer(response, body.get("plan"),
+                                     self.settings.retrieval.max_retrieved_history_tokens)
+            if plan is not None:  # the planner's decision rides along (no second call)
+                response["plan"] = plan
             encoded = encode(freshness.annotate(response, fresh))
             if key and response.get("status") in ("ok", "no-query"):
                 self.cache.put(key, (encoded, response))
@@ -183,6 +188,8 @@ class ReaderApp:
             encoded, response = cached
         latency_ms = (time.perf_counter() - started) * 1000
         self._record_retrieval(ref, body, response, latency_ms, cached is not None)
+        if isinstance(response.get("plan"), dict):
+            self._record_plan(response["evidence"], response["plan"], grant)
         fields = _counts(response)
         fields["cache"] = "hit" if cached is not None else ("miss" if key else "off")
         return 200, encoded, fields

@@ -24,6 +24,7 @@ _EXPORTS = {
     "excerpt": "evidence",
     "plan": "planner",
     "decide": "planner",
+    "decide_for_answer": "planner",
     "describe": "planner",
     "apply_decision": "planner",
     "ManifestStore": "manifest",

@@ -205,3 +205,21 @@ def test_service_mode_nudge_hands_the_file_to_the_service(home, session_file, mo
         assert (status, payload) == (202, {"status": "unsupported"})
     finally:
         app.close()
+
+
+def test_retrieve_with_plan_answers_the_decision_in_the_same_call(serve, session_file):
+    client = serve()
+    described = [{"kind": "summary", "tokens": 300}, {"kind": "user", "tokens": 12},
+                 {"kind": "assistant", "tokens": 8}, {"kind": "user", "tokens": 20}]
+    first = client.post("/v1/retrieve", retrieve_body(session_file)).body["evidence"]
+    fits_one = max(first[0]["tokens"], estimate_message_tokens(first[0]["message"]))
+    body = retrieve_body(session_file, plan={"messages": described,
+                                             "max_retrieved_history_tokens": fits_one})
+    answer = client.post("/v1/retrieve", body).body
+    assert answer["plan"]["decision"] == {
+        "insert_before": 3, "sources": [f"{SESSION_ID}:{first[0]['entry_id']}"]}
+    assert answer["plan"]["excluded"][0]["reason"] == "retrieval budget full"
+    client.app.manifests.flush()
+    latest = client.get(f"/v1/manifest?session_id={SESSION_ID}").body["entries"][-1]
+    assert latest["planner"]["included"] == 1
+    assert "plan" not in client.post("/v1/retrieve", retrieve_body(session_file)).body
