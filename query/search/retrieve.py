@@ -45,7 +45,7 @@ from lookback.query.search.ranking import Ranked, score, sort_key, static_parts
 from lookback.query.search.reader import IndexReader, NotIndexed
 from lookback.query.search.request import RetrievalRequest
 from lookback.query.semantic.hybrid import add_semantic
-from lookback.query.text.fts_query import FtsQuery, compile_query, folded_tokens
+from lookback.query.text.fts_query import FtsQuery, compile_query, folded_phrase
 from lookback.query.text.matching import Match, PhraseFinder, find_literal
 from lookback.query.text.terms import QueryTerms, extract_terms
 
@@ -330,12 +330,16 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
     on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
     rejected_branch = len(rows) - len(on_scope)  # defensive: SQL already filtered
     unverified = 0
+    seen: dict[tuple[int, int], list[Match]] = {}  # many rows share their bits
     for row in on_scope:
-        matches = matches_of(row, searched)
+        bits = (row.phrases, row.literals)
+        matches = seen.get(bits)
+        if matches is None:
+            matches = seen[bits] = matches_of(row, searched)
         if not matches:
             unverified += 1
             continue
-        ranked.append(Ranked(row, matches))
+        ranked.append(Ranked(row, list(matches)))
     if ranked:
         oldest = min(item.row.seq for item in ranked)
         newest = max(item.row.seq for item in ranked)
@@ -356,7 +360,7 @@ def first_position(text: str, matches: list[Match]) -> int:
         if match.literal:
             found = find_literal(text, match.term.text)
         else:
-            found = finder.find(folded_tokens(match.term.text))
+            found = finder.find(folded_phrase(match.term.text))
         if found is not None:
             positions.append(found)
     return min(positions, default=0)

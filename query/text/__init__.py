@@ -34,6 +34,7 @@ _EXPORTS = {
     "compile_query": "fts_query",
     "FtsQuery": "fts_query",
     "folded_tokens": "fts_query",
+    "folded_phrase": "fts_query",
     "TermMatcher": "matching",
     "Match": "matching",
     "PhraseFinder": "matching",

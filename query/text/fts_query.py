@@ -22,6 +22,7 @@ from __future__ import annotations
 import shlex
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 
 import apsw
 from lookback.index.schema import FTS_TOKENIZE
@@ -73,6 +74,12 @@ def folded_tokens(text: str) -> list[str]:
     ['perche_not', 'resume']
     """
     return [token for _, _, token in _TOKENIZER.spans(text, apsw.FTS5_TOKENIZE_QUERY)]
+
+
+@lru_cache(maxsize=4096)
+def folded_phrase(text: str) -> tuple[str, ...]:
+    """``folded_tokens``, memoized (terms recur across messages): what a phrase finder needs."""
+    return tuple(folded_tokens(text))
 
 
 def token_spans(text: str) -> list[tuple[int, int, str]]:
