@@ -73,7 +73,7 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> IngestReport:
     """Read every file's new lines into ``sink``; problems are collected, not raised.
 
-    With ``strict`` a file that is not a Pi session counts as an error (the user named
+    With ``strict`` a file that is not a session counts as an error (the user named
     it); otherwise it is noted and skipped (a folder may hold other JSONL files). A
     file that fails for any reason is reported and the others go on.
     """

@@ -1,4 +1,5 @@
-"""Read a Pi session file incrementally and turn its new lines into events.
+"""Read a session file (Pi, or Claude Code: ``ingest.claude_code``) incrementally and turn
+its new lines into events.
 
 Pi appends one JSON object per line. A re-run reads only the complete lines added
 since the remembered ``FileState``; a file that shrank or whose already-read prefix

@@ -1,4 +1,5 @@
-"""Tail Pi session folders: read new complete lines of every session file into a sink.
+"""Tail session folders (Pi, Claude Code): read new complete lines of every session file
+into a sink.
 
 Polling, not inotify, so it works the same on every OS and on network mounts, and it
 needs no extra dependency. Files that changed recently ("hot") are looked at every

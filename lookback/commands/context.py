@@ -34,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("scope", nargs="?", choices=("all",),
                         help="every record kept for the session, not only the latest")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--session-id", help="the Pi session id")
-    which.add_argument("--session-file", type=Path, help="the Pi session file")
+    which.add_argument("--session-id", help="the session id (Pi or Claude Code)")
+    which.add_argument("--session-file", type=Path, help="the session file (Pi or Claude Code)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(handler=run)
 

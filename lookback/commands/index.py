@@ -1,4 +1,4 @@
-"""``lookback index [PATH ...]``: read Pi session files into the project indexes."""
+"""``lookback index [PATH ...]``: read Pi and Claude Code session files into the project indexes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from lookback.settings import Settings
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "index", help="index Pi and Claude Code session files (default: their folders)",
-        description="Read new lines of Pi session files into one index per project. "
+        description="Read new lines of Pi and Claude Code session files into one index "
+                    "per project. "
                     "Re-running reads only what was appended; rewritten files replace "
                     "their session.")
     parser.add_argument("paths", nargs="*", type=Path,
@@ -104,7 +105,8 @@ def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
             print(f"{report.pending_headers} files are still being started (header line "
                   "incomplete); they are read on the next run")
         if report.not_sessions:
-            print(f"skipped {len(report.not_sessions)} files that are not Pi sessions")
+            print(f"skipped {len(report.not_sessions)} files that are not Pi or Claude Code "
+                  "sessions")
     for warning in read.warnings[:20]:
         print(f"lookback: warning: {warning}", file=sys.stderr)
     for error in report.errors:

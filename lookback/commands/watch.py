@@ -1,4 +1,4 @@
-"""``lookback watch [DIR ...]``: tail Pi session folders and publish new entries.
+"""``lookback watch [DIR ...]``: tail Pi and Claude Code session folders and publish new entries.
 
 In service mode (a Redis URL is configured) events go onto the Redis streams for the
 workers; otherwise they are written straight into the indexes, and the writer locks
@@ -22,8 +22,9 @@ from lookback.ingest.watch import Watcher, WatchRound
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "watch", help="tail Pi session folders and index new entries continuously",
-        description="Watch Pi session folders (default: Pi's sessions folder) for new "
+        "watch", help="tail Pi and Claude Code session folders, index new entries",
+        description="Watch session folders (default: Pi's sessions folder and Claude Code's "
+                    "~/.claude/projects when it exists) for new "
                     "files, appended lines and rewrites. With LOOKBACK_REDIS_URL set the "
                     "events go to Redis for `lookback worker`; a restarted watcher "
                     "resumes where Redis says it stopped.")
