@@ -71,6 +71,8 @@ class Server(Section):
     request_timeout_seconds: PositiveFloat = 10.0
     #: threads answering calls; 0 answers on the connection's own thread
     workers: Annotated[int, msgspec.Meta(ge=0)] = 4
+    #: Host names (besides loopback) requests may name when no tokens are set
+    allowed_hosts: tuple[str, ...] = ()
 
 
 class Freshness(Section):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -70,6 +71,7 @@ class ReaderApp:
         keep = settings.manifest.keep_per_session
         self.manifests = ManifestWriter(manifests or ManifestStore(settings.home, keep=keep))
         self.timeout = settings.server.request_timeout_seconds
+        self._deadline = threading.local()  # the deadline of the request this thread answers
         # Embedded mode: this process keeps the sessions it is asked about fresh itself.
         self.freshness = freshness.engine_for(settings)
         if self.freshness is not None:
@@ -90,8 +92,13 @@ class ReaderApp:
     # -- dispatch -----------------------------------------------------------------------
 
     def handle(self, method: str, target: str, authorization: str | None,
-               body: bytes) -> Reply:
-        """Answer one request: ``(HTTP status, payload dict or encoded bytes, log fields)``."""
+               body: bytes, *, deadline: float | None = None) -> Reply:
+        """Answer one request: ``(HTTP status, payload dict or encoded bytes, log fields)``.
+
+        ``deadline`` (``time.monotonic()`` seconds) is when the answer is due: the
+        transport sets it at the request's first byte, so reading it and the engine call
+        share one time limit. Without one, the engine call gets the whole limit."""
+        self._deadline.value = deadline
         parts = urlsplit(target)
         route = self.routes.get((method, parts.path))
         try:
@@ -114,11 +121,18 @@ class ReaderApp:
                 "error": "internal"}
 
     def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run an engine call with the per-request time limit (503 when it runs over)."""
+        """Run an engine call within what is left of the request's time limit (503 when
+        it runs over)."""
+        timeout = self.timeout
+        deadline = getattr(self._deadline, "value", None)
+        if deadline is not None:
+            timeout = min(timeout, deadline - time.monotonic())
+            if timeout <= 0:
+                raise ApiError(503, "timeout", "the request ran over the server's time limit")
         try:
             if self.pool is None:
                 return function(*args, **kwargs)
-            return self.pool.submit(function, *args, **kwargs).result(timeout=self.timeout)
+            return self.pool.submit(function, *args, **kwargs).result(timeout=timeout)
         except FutureTimeout:
             raise ApiError(503, "timeout", "the request ran over the server's time limit") \
                 from None

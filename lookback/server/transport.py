@@ -24,6 +24,7 @@ from lookback.errors import UserError
 from lookback.server.app import ReaderApp, encode
 from lookback.server.auth import Grants, check_binding
 from lookback.server.errors import ApiError
+from lookback.server.guard import Guard
 from lookback.settings import Settings
 
 log = logging.getLogger("lookback.server")
@@ -33,17 +34,22 @@ MAX_HEAD_BYTES = 65536
 MAX_HEADERS = 100
 #: Bytes asked of the socket per read.
 RECV_BYTES = 65536
+LISTEN_BACKLOG = 1024
 
 
 class ReaderHTTPServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
+    #: Listen backlog: a burst of connections (agents, a test run) waits in the kernel's
+    #: queue instead of being dropped and retried a second later (the default is 5).
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, address: tuple[str, int], app: ReaderApp) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.app = app
         self.max_request_bytes = app.settings.server.max_request_bytes
+        self.guard = Guard(app.settings.server.allowed_hosts, check_host=not app.grants.required)
         super().__init__(address, _Handler)
 
 
@@ -77,9 +83,12 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def setup(self) -> None:
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # The socket timeout drops idle keep-alive connections and clients that stall.
-        self.request.settimeout(self.server.app.timeout)
+        self.timeout = self.server.app.timeout
         self.connection = _connection()
+        #: When the request being read must be answered by (monotonic seconds): set at
+        #: its first byte, it bounds head, body and the engine call together, so a
+        #: client sending a byte every few seconds cannot hold a connection.
+        self.deadline: float | None = None
 
     def handle(self) -> None:
         try:
@@ -90,6 +99,8 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def _serve_one(self) -> bool:
         """Answer one request; False when the connection should close."""
+        self.deadline = None if not self.connection.trailing_data[0] else \
+            time.monotonic() + self.timeout  # a pipelined request has already begun
         try:
             request = self._read_request()
         except h11.RemoteProtocolError:
@@ -98,6 +109,9 @@ class _Handler(socketserver.BaseRequestHandler):
             return self._refuse(None, error)
         if request is None:
             return False
+        refusal = self.server.guard.refusal(request.method, request.headers)
+        if refusal is not None:
+            return self._refuse(request, refusal)
         try:
             request.body = self._read_body(request)
         except ApiError as error:
@@ -107,7 +121,8 @@ class _Handler(socketserver.BaseRequestHandler):
         # HEAD is GET without the body.
         method = "GET" if request.method == "HEAD" else request.method
         status, payload, fields = self.server.app.handle(
-            method, request.target, request.headers.get("authorization"), request.body)
+            method, request.target, request.headers.get("authorization"), request.body,
+            deadline=self.deadline)
         self._answer(request, status, payload, fields, close=not request.keep_alive)
         return request.keep_alive
 
@@ -148,11 +163,25 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def _next_event(self) -> Any:
         while (event := self.connection.next_event()) is h11.NEED_DATA:
-            data = self.request.recv(RECV_BYTES)
+            data = self._recv()
             if not data:
                 self.connection.receive_data(b"")  # the client closed its side
             self._receive(data)
         return event
+
+    def _recv(self) -> bytes:
+        """The next bytes from the client, within the request's deadline (before a
+        request starts: within the idle timeout of a keep-alive connection)."""
+        if self.deadline is None:
+            self.request.settimeout(self.timeout)
+            data = self.request.recv(RECV_BYTES)
+            self.deadline = time.monotonic() + self.timeout
+            return data
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request ran over its deadline")
+        self.request.settimeout(remaining)
+        return self.request.recv(RECV_BYTES)
 
     def _receive(self, data: bytes) -> None:
         if self.connection.their_state is h11.IDLE and not self.connection.trailing_data[0]:
@@ -180,6 +209,7 @@ class _Handler(socketserver.BaseRequestHandler):
             head += "connection: close\r\n"
         if request is not None and request.method == "HEAD":
             data = b""
+        self.request.settimeout(self.timeout)  # writing the answer gets a budget of its own
         self.request.sendall(head.encode("ascii") + b"\r\n" + data)
 
 

@@ -28,7 +28,8 @@ def exchange(port: int, data: bytes) -> list[tuple[int, bytes]]:
 
 
 def request(method: str, path: str, body: bytes = b"", *extra: str) -> bytes:
-    head = [f"{method} {path} HTTP/1.1", "host: test", f"content-length: {len(body)}", *extra]
+    head = [f"{method} {path} HTTP/1.1", "host: 127.0.0.1", f"content-length: {len(body)}",
+            *(["content-type: application/json"] if method == "POST" else []), *extra]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
@@ -65,12 +66,15 @@ def test_http_1_0_closes_after_one_answer(serve):
     assert [status for status, _ in answers] == [200]
 
 
+CHUNKED_HEAD = (b"POST /v1/retrieve HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+                b"content-type: application/json\r\ntransfer-encoding: chunked\r\n")
+
+
 def test_chunked_bodies_are_read(serve, session_file):
     client = serve()
     body = json.dumps(retrieve_body(session_file)).encode()
     half = len(body) // 2
-    chunked = (b"POST /v1/retrieve HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n"
-               b"connection: close\r\n\r\n"
+    chunked = (CHUNKED_HEAD + b"connection: close\r\n\r\n"
                + b"%x\r\n%s\r\n" % (half, body[:half])
                + b"%x\r\n%s\r\n" % (len(body) - half, body[half:]) + b"0\r\n\r\n")
     [(status, answer)] = exchange(client.port, chunked)
@@ -80,7 +84,7 @@ def test_chunked_bodies_are_read(serve, session_file):
 def test_a_chunked_body_over_the_limit_is_refused(serve, session_file):
     client = serve(server__max_request_bytes=2000)
     chunk = b"x" * 1500
-    chunked = (b"POST /v1/retrieve HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n\r\n"
+    chunked = (CHUNKED_HEAD + b"\r\n"
                + (b"%x\r\n%s\r\n" % (len(chunk), chunk)) * 2 + b"0\r\n\r\n")
     assert [s for s, _ in exchange(client.port, chunked)] == [413]
 
