@@ -92,7 +92,13 @@ def identity_of(obj: dict[str, Any]) -> Identity | None:
 
 def is_bookkeeping(obj: dict[str, Any]) -> bool:
     """A line of Claude Code's own outside the tree (it carries the ``sessionId``)."""
-    return obj.get("type") in BOOKKEEPING_TYPES and isinstance(obj.get("sessionId"), str)
+    return kind_of(obj) in BOOKKEEPING_TYPES and isinstance(obj.get("sessionId"), str)
+
+
+def kind_of(obj: dict[str, Any]) -> str | None:
+    """The line's ``type`` when it is a string (a bad line may hold a list there)."""
+    kind = obj.get("type")
+    return kind if isinstance(kind, str) else None
 
 
 def is_tree_entry(obj: dict[str, Any]) -> bool:
@@ -101,7 +107,7 @@ def is_tree_entry(obj: dict[str, Any]) -> bool:
 
 def normalize_entry(obj: dict[str, Any], *, seq: int) -> dict[str, Any]:
     """The normalized record (``ingest.entries`` shape) of one Claude Code tree entry."""
-    entry_type = obj.get("type")
+    entry_type = kind_of(obj)
     parent = obj.get("parentUuid")
     record: dict[str, Any] = {
         "id": obj["uuid"],

@@ -250,7 +250,7 @@ def _claude_event(obj: dict[str, Any], state: FileState, position: int,
     if obj.get("isSidechain") and state.session_id == obj.get("sessionId"):
         stats.sidechain += 1  # a sub-agent's step inside the main file: kept apart
         return None
-    if obj.get("type") not in claude_code.TREE_TYPES:
+    if claude_code.kind_of(obj) not in claude_code.TREE_TYPES:
         stats.unknown_types += 1  # kept as a text-less link so the chain is not cut
     stats.entries += 1
     entry = claude_code.normalize_entry(obj, seq=position)

@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lookback.index.layout import project_dir
+from lookback.index.sink import EmbeddedSink
+from lookback.index.store import open_reader
 from lookback.index.tree import branch, context_entries
 from lookback.ingest.claude_code import FORMAT
-from lookback.ingest.pipeline import peek_header
+from lookback.ingest.pipeline import ingest_files, peek_header
 from lookback.ingest.reader import (
     FileState,
     HeaderPending,
@@ -29,6 +35,7 @@ from lookback.query.search.reader import IndexReader
 from lookback.api import retrieve
 from lookback.settings import load_settings
 from tests.support import fixture_path, index_paths
+from tests.test_fuzz_ingest import bad_lines, not_good_id, values
 
 PROJECT_DIR = Path(__file__).parent / "fixtures" / "claude-code" / "projects" / \
     "-tmp-lookback-claude-fixture-project"
@@ -276,3 +283,55 @@ def test_a_folder_with_pi_and_claude_code_sessions_indexes_both(home, tmp_path):
     report = index_paths(home, mixed)
     assert report.errors == [] and report.not_sessions == []
     assert len(report.sessions) == 4 and CWD in report.projects and len(report.projects) == 2
+
+
+# -- any bad line -------------------------------------------------------------------------------
+
+claude_types = st.one_of(st.sampled_from(["user", "assistant", "attachment", "system",
+                                          "queue-operation", "api-request-blob"]), values)
+
+
+@st.composite
+def bad_claude_lines(draw) -> str:
+    entry = {"type": draw(claude_types), "uuid": draw(not_good_id),
+             "parentUuid": draw(values), "sessionId": draw(st.one_of(st.just(MAIN_ID), values)),
+             "cwd": draw(st.one_of(st.just(CWD), values))}
+    entry["message"] = draw(st.one_of(values, st.fixed_dictionaries({
+        "role": values, "content": st.one_of(values, st.lists(st.fixed_dictionaries(
+            {"type": st.sampled_from(["text", "tool_use", "tool_result", "thinking"]),
+             "text": values, "input": values, "name": values, "content": values}),
+            max_size=3))})))
+    for key in ("timestamp", "subtype", "logicalParentUuid", "compactMetadata", "isSidechain",
+                "agentId", "isCompactSummary", "isMeta"):
+        if draw(st.booleans()):
+            entry[key] = draw(values)
+    return json.dumps(entry, allow_nan=True)
+
+
+def good_claude_line(number: int) -> str:
+    return json.dumps({"type": "user", "uuid": f"good-{number}", "parentUuid": None,
+                       "sessionId": MAIN_ID, "cwd": CWD, "timestamp": "2026-12-01T03:00:00.000Z",
+                       "message": {"role": "user", "content": f"good line number {number}"}})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.booleans(), st.one_of(bad_claude_lines(), bad_lines)),
+                min_size=1, max_size=12))
+def test_good_claude_code_lines_beside_any_bad_lines_are_always_indexed(plan):
+    with tempfile.TemporaryDirectory() as scratch:
+        path, home = Path(scratch) / f"{MAIN_ID}.jsonl", Path(scratch) / "home"
+        lines, good = [good_claude_line(-1)], {"good--1"}
+        for number, (good_first, bad) in enumerate(plan):
+            pair = [good_claude_line(number), bad]
+            lines.extend(pair if good_first else pair[::-1])
+            good.add(f"good-{number}")
+        path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+        with EmbeddedSink(home) as sink:
+            report = ingest_files([path], sink, strict=True)
+        assert report.errors == [] and sink.failures == {}
+        connection = open_reader(project_dir(home, CWD).index_path())
+        try:
+            found = {row[0] for row in connection.execute("SELECT entry_id FROM entries")}
+        finally:
+            connection.close()
+        assert good <= found
