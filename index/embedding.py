@@ -33,13 +33,19 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from lookback.errors import Unavailable
 
-class EmbeddingError(RuntimeError):
+
+class EmbeddingError(Unavailable, RuntimeError):
     """Embedding failed; the caller should fall back to lexical retrieval."""
+
+    code = "embedding-failed"
 
 
 class EmbeddingUnavailable(EmbeddingError):
     """The requested embedder cannot be used here (unknown name, missing extra, bad weights)."""
+
+    code = "embedder-unavailable"
 
 
 @runtime_checkable

@@ -29,7 +29,13 @@ from lookback.index.chunking import CHUNKING_VERSION, DEFAULT_MAX_CHARS, DEFAULT
 from lookback.index.embedding import EmbeddingPort
 from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
-from lookback.index.store import open_reader, read_meta, write_meta, write_transaction
+from lookback.index.store import (
+    driver_errors,
+    open_reader,
+    read_meta,
+    write_meta,
+    write_transaction,
+)
 
 #: Entries embedded per batch (and per writer transaction).
 BATCH_ENTRIES = 64
@@ -191,6 +197,7 @@ def store_vectors(connection: apsw.Connection, items: Sequence[EntryVectors],
 Progress = Callable[[int, int], None]
 
 
+@driver_errors()
 def build_embeddings(home: Path, cwd: str, embedder: EmbeddingPort, *, namespace: str = "",
                      batch_entries: int = BATCH_ENTRIES, time_limit: float | None = None,
                      lock_timeout: float = 30.0, progress: Progress | None = None) -> EmbedReport:

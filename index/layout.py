@@ -17,6 +17,8 @@ from pathlib import Path
 
 from lookback.index.memo import Memo
 
+from lookback.errors import NotFound
+
 PROJECTS_DIR = "projects"
 CURRENT_FILE = "CURRENT"
 LOCK_FILE = "writer.lock"
@@ -28,8 +30,10 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 _GENERATIONS: Memo[tuple[tuple[int, int, int], int | None]] = Memo(8192)
 
 
-class ProjectNotFound(LookupError):
+class ProjectNotFound(NotFound, LookupError):
     """No index exists for the named project."""
+
+    code = "project-not-found"
 
 
 @dataclass(frozen=True)

@@ -17,22 +17,18 @@ from pathlib import Path
 
 import apsw
 from lookback.index.layout import ProjectDir, project_dir
-from lookback.index.store import defer_checkpoint, open_writer, translate
+from lookback.index.store import EVENT_ERRORS, defer_checkpoint, open_writer, translate
 from lookback.index.writer import SetAside, append_events
 from lookback.ingest.events import Event
 from lookback.ingest.reader import FileState
 
-from lookback.errors import LookbackError
-
-#: Driver errors that are not the index's fault and keep their type (callers report them).
-PASS_THROUGH = (apsw.FullError, apsw.BusyError)
+from lookback.errors import Unavailable
 
 
-class WriterBusy(LookbackError, TimeoutError):
+class WriterBusy(Unavailable, TimeoutError):
     """Another writer holds the project's lock."""
 
-    code = "busy"
-    http_status = 503
+    code = "writer-busy"
 
 
 class ProjectWriter:
@@ -52,10 +48,9 @@ class ProjectWriter:
             path = self.project.generation_path(generation or 1)
             try:
                 self.connection = open_writer(path, cwd=cwd, namespace=namespace, bulk=bulk)
-            except PASS_THROUGH:
-                raise
             except apsw.Error as error:
-                raise translate(error, f"project {self.project.name}", self.project.name) from None
+                raise translate(error, f"project {self.project.name}",
+                            self.project.name) from error
             if generation is None:
                 self.project.set_current(1, durable=not bulk)
         except BaseException:
@@ -67,10 +62,9 @@ class ProjectWriter:
             row = self.connection.execute(
                 "SELECT state FROM files WHERE path = ?", (path,)
             ).fetchone()
-        except PASS_THROUGH:
-            raise
         except apsw.Error as error:
-            raise translate(error, f"project {self.project.name}", self.project.name) from None
+            raise translate(error, f"project {self.project.name}",
+                            self.project.name) from error
         return None if row is None or row[0] is None else FileState.from_json(row[0])
 
     def write(self, events: Iterable[Event], *, state: FileState | None = None,
@@ -81,8 +75,8 @@ class ProjectWriter:
         """Append and apply ``events``; record the file ``state`` (or several ``states``,
         when the events come from several files) in the same transaction.
 
-        Driver errors other than disk-full and busy come out as the index's own
-        errors (``index.store.IndexCorrupt``/``IndexUnavailable``)."""
+        Driver errors come out as the index's own (``index.store.translate``: disk
+        full, not writable, busy, corrupt), except ``EVENT_ERRORS``."""
         recorded = [*states, *([state] if state is not None else [])]
 
         def record(connection: apsw.Connection) -> None:
@@ -99,12 +93,11 @@ class ProjectWriter:
         try:
             return append_events(self.connection, events, source_ids=source_ids, extra=record,
                                  on_set_aside=on_set_aside)
-        except PASS_THROUGH:
-            raise
+        except EVENT_ERRORS:
+            raise  # an event the caller may set aside, not the index's fault
         except apsw.Error as error:
-            if isinstance(error, apsw.ConstraintError | apsw.MismatchError | apsw.TooBigError):
-                raise  # an event the caller may set aside, not the index's fault
-            raise translate(error, f"project {self.project.name}", self.project.name) from None
+            raise translate(error, f"project {self.project.name}",
+                            self.project.name) from error
 
     def close(self) -> None:
         try:

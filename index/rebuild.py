@@ -30,7 +30,7 @@ from lookback.index.embeddings import copy_embeddings
 from lookback.index.layout import ProjectDir
 from lookback.index.project import WriterBusy, acquire_lock
 from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
-from lookback.index.store import open_reader, open_writer, read_meta, write_meta
+from lookback.index.store import driver_errors, open_reader, open_writer, read_meta, write_meta
 from lookback.index.writer import replay
 
 BATCH_EVENTS = 5000
@@ -52,6 +52,7 @@ class RebuildBusy(WriterBusy):
     """Another rebuild of the project is running; this one was not started."""
 
 
+@driver_errors()
 def rebuild(project: ProjectDir, *, progress: Progress | None = None,
             lock_timeout: float = 60.0, wait: float = 0.0) -> RebuildReport:
     """Rebuild ``project``'s index from its events and swap it in atomically.

@@ -8,46 +8,100 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import apsw
 from lookback.index.schema import DDL, SCHEMA_VERSION, TOKENIZER_VERSION
 
-from lookback.errors import LookbackError
+from lookback.errors import Unavailable
 
 PAGE_SIZE = 8192
 BUSY_TIMEOUT_MS = 5000
 
 
-class IndexUnavailable(LookbackError, RuntimeError):
+class IndexUnavailable(Unavailable, RuntimeError):
     """An index file that cannot be opened or used."""
 
     code = "index-unavailable"
-    http_status = 503
 
 
 class IncompatibleIndex(IndexUnavailable):
     """The file's schema is newer than this code, or not an index at all."""
+
+    code = "incompatible-index"
 
 
 class IndexCorrupt(IndexUnavailable):
     """The file is damaged, truncated or not a database; ``lookback reindex --repair``
     rebuilds it from its event log or the session files."""
 
+    code = "index-corrupt"
+
+
+class IndexFull(IndexUnavailable):
+    """The disk is full: the index is unchanged since its last complete batch."""
+
+    code = "disk-full"
+
+
+class IndexNotWritable(IndexUnavailable):
+    """The index file or its folder cannot be written (permissions, read-only disk)."""
+
+    code = "not-writable"
+
+
+class IndexBusy(IndexUnavailable):
+    """SQLite's busy timeout ran out: another connection held the write lock."""
+
+    code = "index-busy"
+
 
 #: What the driver's errors mean here; the rest become plain IndexUnavailable.
 _CORRUPT = (apsw.NotADBError, apsw.CorruptError, apsw.FormatError)
+_NOT_WRITABLE = (apsw.ReadOnlyError, apsw.CantOpenError, apsw.PermissionsError)
+#: Driver errors about one event, not the index: callers set the event aside
+#: (the workers' poison rule, the writer's savepoints), so they pass untranslated.
+EVENT_ERRORS = (apsw.ConstraintError, apsw.MismatchError, apsw.TooBigError)
 
 
-def translate(error: apsw.Error, where: str, project: str | None = None) -> IndexUnavailable:
-    """The Lookback error for a driver ``error`` raised on the index at ``where``
-    (of the project folder ``project``, when known: the repair hint names it)."""
+def translate(error: apsw.Error, where: str = "index",
+              project: str | None = None) -> IndexUnavailable:
+    """The Lookback error for a driver ``error`` raised on the index at ``where`` (of the
+    project folder ``project``, when known: the repair hint names it).
+
+    The index edge: the CLI and the reader map these by class (lookback/errors.py),
+    so nothing above ``index`` needs the driver to tell a full disk from a damaged file.
+    """
     name = error.__class__.__name__
+    if isinstance(error, apsw.FullError):
+        return IndexFull(f"{where}: the disk is full; the index is unchanged since its "
+                         "last complete batch")
+    if isinstance(error, _NOT_WRITABLE):
+        return IndexNotWritable(f"{where}: cannot write the index ({name}): check permissions")
+    if isinstance(error, apsw.BusyError):
+        return IndexBusy(f"{where}: the index is busy (another writer); try again")
     if isinstance(error, _CORRUPT):
         command = "lookback reindex --repair" + (f" --project {project}" if project else "")
         return IndexCorrupt(f"{where}: the index is damaged ({name}); repair it with "
                             f"`{command}`")
     return IndexUnavailable(f"{where}: cannot use the index ({name})")
+
+
+@contextmanager
+def driver_errors(where: str = "index") -> Iterator[None]:
+    """Raise driver errors as the hierarchy's (``translate``); also a decorator.
+
+    What opens, writes, rebuilds or embeds an index runs inside this. ``EVENT_ERRORS``
+    pass unchanged for the callers that set one event aside.
+    """
+    try:
+        yield
+    except EVENT_ERRORS:
+        raise
+    except apsw.Error as error:
+        raise translate(error, where) from error
 
 
 def open_writer(path: Path, *, cwd: str | None = None, namespace: str = "",

@@ -20,11 +20,15 @@ from typing import Any
 
 from lookback.ingest import jsonio
 
+from lookback.errors import LookbackError
+
 EVENT_KINDS = ("session", "entry", "reset", "leaf")
 
 
-class EventError(ValueError):
+class EventError(LookbackError, ValueError):
     """An event that cannot be decoded or applied, whatever the retry."""
+
+    code = "bad-event"
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,14 @@ from lookback.ingest.reader import (
 )
 from lookback.ingest.storable import escape_surrogates
 
+from lookback.errors import Unavailable
 
-class SinkUnavailable(Exception):
+
+class SinkUnavailable(Unavailable):
     """The sink cannot take this file's events now (say, its project's index is
     unusable); the file is skipped and retried on the next run, other files go on."""
+
+    code = "sink-unavailable"
 
 
 class Sink(Protocol):

@@ -23,6 +23,7 @@ from lookback.ingest.entries import normalize_entry
 from lookback.ingest.events import Event
 from lookback.ingest.storable import escape_surrogates
 
+from lookback.errors import UserError
 from lookback.settings import DEFAULTS
 
 #: Lines longer than this are skipped (and counted); Pi never writes one in practice.
@@ -39,8 +40,10 @@ PI = "pi"
 IDENTITY_LINES = 200
 
 
-class NotASession(ValueError):
+class NotASession(UserError, ValueError):
     """The file is neither a Pi session (header line) nor a Claude Code session."""
+
+    code = "not-a-session"
 
 
 class HeaderPending(NotASession):

@@ -10,6 +10,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from lookback.errors import UserError
+
 
 def default_sessions_dir(environ: dict[str, str] | None = None) -> Path:
     """Where Pi keeps sessions: ``$PI_CODING_AGENT_SESSION_DIR``, else the agent dir's
@@ -52,8 +54,10 @@ def configured_roots(sessions_dirs: Iterable[str], *, claude_code: bool = True,
                                          claude_projects_dir=claude_projects_dir)
 
 
-class PathProblem(ValueError):
+class PathProblem(UserError, ValueError):
     """A path the user named that cannot be indexed."""
+
+    code = "bad-path"
 
 
 def session_files(paths: Iterable[Path]) -> Iterator[Path]:

@@ -70,32 +70,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def describe(error: BaseException) -> tuple[str | None, int]:
-    """(message, exit code) for an error a user can cause; (None, 1) for a bug."""
+    """(message, exit code) for an error a user can cause; (None, 1) for a bug.
+
+    Errors raised on purpose carry their exit code (lookback.errors); a driver error
+    that escaped the index edge is translated by the index; the operating system's
+    errors are described as such. Anything else is a bug and keeps its traceback.
+    """
     if isinstance(error, LookbackError):
         return str(error), error.exit_code
-    import apsw
-
-    from lookback.index.layout import ProjectNotFound
-    from lookback.index.project import WriterBusy
-    from lookback.index.store import IncompatibleIndex, IndexUnavailable
-    from lookback.ingest.reader import NotASession
-    from lookback.ingest.scan import PathProblem
-
-    if isinstance(error, PathProblem | NotASession | ProjectNotFound):
-        return str(error), 2
-    if isinstance(error, WriterBusy | IncompatibleIndex | IndexUnavailable):
-        return str(error), 1
-    if isinstance(error, apsw.FullError):
-        return "the disk is full; the index is unchanged since its last complete batch", 1
-    if isinstance(error, apsw.ReadOnlyError | apsw.CantOpenError | apsw.PermissionsError):
-        return f"cannot write the index ({error.__class__.__name__}): check permissions", 1
-    if isinstance(error, apsw.BusyError):
-        return "the index is busy (another writer); try again", 1
     if isinstance(error, OSError):
         if error.errno == errno.ENOSPC:
             return "the disk is full; the index is unchanged since its last complete batch", 1
         where = f"{error.filename}: " if error.filename else ""
         return f"{where}{error.strerror or error}", 1
+    import apsw
+
+    from lookback.index.store import EVENT_ERRORS, translate
+
+    if isinstance(error, apsw.Error) and not isinstance(error, EVENT_ERRORS):
+        translated = translate(error)
+        return str(translated), translated.exit_code
     return None, 1
 
 

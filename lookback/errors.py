@@ -1,20 +1,37 @@
 """The one error hierarchy: what went wrong, as an exit code, an HTTP status and a code.
 
-Every error Lookback raises on purpose derives from ``LookbackError``; the CLI and
-the HTTP reader map an error by its class attributes, never by its name. This
-module is the bottom layer (it imports nothing from the project), so every stage
-can raise these.
+Every error Lookback raises on purpose derives from ``LookbackError`` through one of
+four kinds, and the CLI (``lookback.cli.describe``) and the HTTP reader map an error
+by these class attributes, never by its name or its attributes' shapes:
+
+==================  =========  ===========  ==============================================
+kind                exit code  HTTP status  examples
+==================  =========  ===========  ==============================================
+``UserError``       2          400          bad flags, paths, requests, not a session
+``SettingsError``   2          500          a settings file or variable (the operator's)
+``NotFound``        2          404          no such project, session not indexed
+``Unavailable``     1          503          index unusable or busy, disk full, embedder missing
+``LookbackError``   1          500          anything else raised on purpose
+==================  =========  ===========  ==============================================
+
+A module's own errors subclass a kind (and, where callers already catch it, the
+builtin they used to be: ``ProjectNotFound(NotFound, LookupError)``). Driver errors
+(APSW) are translated into ``Unavailable`` errors at the index edge
+(``lookback.index.store.driver_errors``), so nothing above ``index`` needs the driver
+to tell a full disk from a bug. ``code`` is a stable, short word for programs; the
+message is for people and quotes no session text.
+
+This module is the bottom layer (it imports nothing from the project), so every
+stage can raise these.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class LookbackError(Exception):
-    """Base of every error Lookback raises on purpose.
-
-    ``exit_code`` is what the ``lookback`` command exits with, ``http_status`` and
-    ``code`` what the reader service answers with.
-    """
+    """Base of every error Lookback raises on purpose."""
 
     exit_code = 1
     http_status = 500
@@ -24,6 +41,10 @@ class LookbackError(Exception):
         super().__init__(message)
         if exit_code is not None:
             self.exit_code = exit_code
+
+    def payload(self) -> dict[str, Any]:
+        """The error object the HTTP reader and ``lookback retrieve`` answer with."""
+        return {"status": "error", "error": {"code": self.code, "message": str(self)}}
 
 
 class UserError(LookbackError):
@@ -35,6 +56,26 @@ class UserError(LookbackError):
 
 
 class SettingsError(UserError):
-    """A settings file or variable that cannot be used."""
+    """A settings file or variable that cannot be used.
 
+    The operator's input, not the HTTP client's: the reader answers 500.
+    """
+
+    http_status = 500
     code = "bad-settings"
+
+
+class NotFound(LookbackError):
+    """Something named that does not exist (yet): a project, an indexed session."""
+
+    exit_code = 2
+    http_status = 404
+    code = "not-found"
+
+
+class Unavailable(LookbackError):
+    """Something that cannot be used now: an index, a writer lock, an embedder."""
+
+    exit_code = 1
+    http_status = 503
+    code = "unavailable"

@@ -10,7 +10,7 @@ import pytest
 from lookback.index.layout import list_projects, project_dir
 from lookback.index.project import ProjectWriter
 from lookback.index.rebuild import rebuild
-from lookback.index.store import open_reader, read_meta
+from lookback.index.store import IndexFull, open_reader, read_meta
 from lookback.index.tree import branch, context_entries, leaf_of
 
 from tests.support import fixture_path, index_paths
@@ -183,8 +183,10 @@ def test_a_full_disk_rolls_back_the_whole_batch(home, session_copy):
     from lookback.ingest.reader import read_session
 
     batch = next(iter(read_session(str(path))))
-    with pytest.raises(apsw.FullError):
+    with pytest.raises(IndexFull) as raised:  # translated at the index edge
         writer.write(batch.events)
+    assert isinstance(raised.value.__cause__, apsw.FullError)
+    assert raised.value.exit_code == 1 and raised.value.http_status == 503
     count = writer.connection.execute("SELECT count(*) FROM entries").fetchone()[0]
     assert count == 10
     assert read_meta(writer.connection, "applied_seq") == "11"

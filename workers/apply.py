@@ -31,6 +31,8 @@ from lookback.ingest.events import Event, EventError
 from lookback.workers.config import ServiceConfig
 from lookback.workers.log import START, LogItem, read_after, trim_through
 
+from lookback.errors import NotFound
+
 logger = logging.getLogger("lookback.workers")
 
 #: The index's meta key holding the last applied stream id.
@@ -40,8 +42,10 @@ CURSOR_META = "redis_cursor"
 APPLY_ERRORS: tuple[type[BaseException], ...] = BAD_EVENT_ERRORS
 
 
-class UnknownProject(LookupError):
+class UnknownProject(NotFound, LookupError):
     """A nudge for a project no producer has registered."""
+
+    code = "unknown-project"
 
 
 @dataclass

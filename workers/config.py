@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lookback.errors import SettingsError
 from lookback.settings import DEFAULTS, Settings
 
 #: The queue fresh appends go through; kept short so appends never wait.
@@ -38,8 +39,10 @@ _DEFAULTS = DEFAULTS.workers
 DEFAULT_PREFIX = _DEFAULTS.key_prefix
 
 
-class ServiceNotConfigured(ValueError):
+class ServiceNotConfigured(SettingsError, ValueError):
     """Service mode was asked for but no Redis URL is configured."""
+
+    code = "service-not-configured"
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 import orjson
 
 from lookback import freshness
+from lookback.errors import LookbackError
 from lookback.index.layout import find_project
 from lookback.query.context.manifest import ManifestStore, retrieval_record
 from lookback.query.context.planner import decide_for_answer
@@ -110,12 +111,9 @@ class ReaderApp:
             if method == "GET":
                 return route(parse_qs(parts.query), grant)
             return route(_parse_json(body), grant)
-        except ApiError as error:
-            return error.status, error.payload(), {"error": error.code}
-        except Exception as error:  # the engine's own bad-input errors, then bugs
-            code = getattr(error, "code", None)
-            if isinstance(code, str) and isinstance(error, ValueError):
-                return 400, ApiError(400, code, str(error)).payload(), {"error": code}
+        except LookbackError as error:  # answers by the hierarchy: status, code, message
+            return error.http_status, error.payload(), {"error": error.code}
+        except Exception as error:  # a bug
             log.error(json.dumps({"event": "internal-error", "error": type(error).__name__}))
             return 500, ApiError(500, "internal", "internal error").payload(), {
                 "error": "internal"}

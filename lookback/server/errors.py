@@ -3,19 +3,16 @@ user text (request terms, paths and evidence never reach an error or a log line)
 
 from __future__ import annotations
 
-from typing import Any
+from lookback.errors import LookbackError
 
 
-class ApiError(Exception):
+class ApiError(LookbackError):
     """An error answer: HTTP status, stable code and a message that quotes no user text."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
-        self.status = status
+        self.status = self.http_status = status
         self.code = code
-
-    def payload(self) -> dict[str, Any]:
-        return {"status": "error", "error": {"code": self.code, "message": str(self)}}
 
 
 FORBIDDEN = ApiError(403, "forbidden", "this token does not grant access to that project")

@@ -39,6 +39,8 @@ from typing import Any
 from lookback.query.context.messages import message_text
 from lookback.query.privacy.secrets import PRIVATE_KEY, find_secrets
 
+from lookback.errors import SettingsError
+
 
 class Classification(enum.IntEnum):
     """How private a text is; a larger value may be shown to fewer providers."""
@@ -69,7 +71,7 @@ class Classification(enum.IntEnum):
         return self.label
 
 
-class PrivacySettingsError(ValueError):
+class PrivacySettingsError(SettingsError, ValueError):
     """The ``privacy`` settings are malformed; the message says which key and why."""
 
 

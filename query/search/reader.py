@@ -36,6 +36,8 @@ from lookback.query.search.pool import (
 )
 from lookback.query.text.normalize import FoldedText
 
+from lookback.errors import NotFound
+
 BRANCH_CACHE_SIZE = 64
 HEADER_CACHE_SIZE = 1024
 PROJECT_DIR_CACHE_SIZE = 4096
@@ -45,8 +47,10 @@ PROJECT_DIR_CACHE_SIZE = 4096
 HEADER_MAX_BYTES = 1 << 20
 
 
-class NotIndexed(LookupError):
+class NotIndexed(NotFound, LookupError):
     """The project or session has no index (yet)."""
+
+    code = "not-indexed"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 from lookback.query.context.messages import latest_real_user_message
 
+from lookback.errors import UserError
 from lookback.settings import DEFAULTS
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -24,7 +25,7 @@ MAX_MESSAGE_CHARS = 200_000
 MAX_IDS = 1_000_000
 
 
-class RequestError(ValueError):
+class RequestError(UserError, ValueError):
     """A request that cannot be answered as given."""
 
     def __init__(self, message: str, code: str = "invalid-request") -> None:

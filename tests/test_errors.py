@@ -1,0 +1,91 @@
+"""One error hierarchy: every error raised on purpose says its exit code, HTTP status, code."""
+
+from __future__ import annotations
+
+import ast
+
+import apsw
+import pytest
+from lookback.index.layout import ProjectNotFound
+from lookback.index.project import WriterBusy
+from lookback.index.store import (
+    IncompatibleIndex,
+    IndexBusy,
+    IndexCorrupt,
+    IndexFull,
+    IndexNotWritable,
+    driver_errors,
+)
+from lookback.ingest.reader import NotASession
+from lookback.ingest.scan import PathProblem
+from lookback.query.privacy.policy import PrivacySettingsError
+from lookback.query.search.reader import NotIndexed
+from lookback.query.search.request import RequestError
+
+from lookback.cli import describe
+from lookback.errors import NotFound, SettingsError, Unavailable, UserError
+from tests.test_layers import modules
+
+KINDS = {"LookbackError", "UserError", "SettingsError", "NotFound", "Unavailable", "ApiError"}
+BUILTIN = {"Exception", "ValueError", "LookupError", "RuntimeError", "TimeoutError", "OSError",
+           "KeyError", "TypeError"}
+#: Exceptions used for control flow inside one module, never seen outside it (and
+#: private ones); the hook's client runs without the package (``python -S -I``).
+INTERNAL = {"LookbackError", "SemanticFallback", "HookSkipped"}
+
+
+@pytest.mark.parametrize(("error", "kind", "exit_code", "status"), [
+    (PathProblem("x"), UserError, 2, 400),
+    (NotASession("x"), UserError, 2, 400),
+    (RequestError("x"), UserError, 2, 400),
+    (PrivacySettingsError("x"), SettingsError, 2, 500),
+    (ProjectNotFound("x"), NotFound, 2, 404),
+    (NotIndexed("x"), NotFound, 2, 404),
+    (WriterBusy("x"), Unavailable, 1, 503),
+    (IncompatibleIndex("x"), Unavailable, 1, 503),
+])
+def test_each_error_has_its_kind(error, kind, exit_code, status):
+    assert isinstance(error, kind)
+    assert (error.exit_code, error.http_status) == (exit_code, status)
+    assert error.payload()["error"]["code"] == error.code
+    assert describe(error) == ("x", exit_code)
+
+
+def test_callers_that_catch_the_builtin_still_do():
+    assert isinstance(ProjectNotFound("x"), LookupError)
+    assert isinstance(WriterBusy("x"), TimeoutError)
+    assert isinstance(RequestError("x"), ValueError)
+
+
+@pytest.mark.parametrize(("raised", "translated", "words"), [
+    (apsw.FullError, IndexFull, "the disk is full"),
+    (apsw.ReadOnlyError, IndexNotWritable, "check permissions"),
+    (apsw.BusyError, IndexBusy, "another writer"),
+    (apsw.CorruptError, IndexCorrupt, "lookback reindex --repair"),
+])
+def test_driver_errors_are_translated_at_the_index_edge(raised, translated, words):
+    with pytest.raises(translated) as caught, driver_errors():
+        raise raised("driver text")
+    assert words in str(caught.value) and isinstance(caught.value.__cause__, raised)
+    assert "driver text" not in str(caught.value)
+    assert describe(raised("escaped")) == (str(caught.value), 1)
+
+
+def test_other_driver_errors_pass_unchanged():
+    with pytest.raises(apsw.ConstraintError), driver_errors():
+        raise apsw.ConstraintError("UNIQUE")
+    assert describe(apsw.ConstraintError("x")) == (None, 1)  # a bug keeps its traceback
+
+
+def test_every_exception_class_joins_the_hierarchy():
+    """A new ``class X(ValueError)`` must also name its kind (lookback/errors.py)."""
+    loose = []
+    for module, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef) or node.name in INTERNAL \
+                    or node.name.startswith("_"):
+                continue
+            bases = {getattr(base, "id", getattr(base, "attr", "")) for base in node.bases}
+            if bases & BUILTIN and not bases & KINDS:
+                loose.append(f"{module}.{node.name}")
+    assert loose == []
