@@ -183,7 +183,8 @@ def test_query_subpackages_meet_only_at_their_public_api():
             if name.startswith("_"):
                 continue  # private names are the test above's business
             if exports[package].get(name) != (module or exports[package].get(name)):
-                wrong.append(f"{item}.{name}: not in {package}'s public API")
+                wrong.append(f"{item}.{name}: not in {package}'s public API (add it to "
+                             f"_EXPORTS in its __init__.py if it is meant for other packages)")
     assert wrong == [], "\n".join(wrong)
 
 
