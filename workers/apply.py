@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import apsw
 from lookback.index.layout import project_key
@@ -30,6 +29,7 @@ from lookback.index.writer import BAD_EVENT_ERRORS
 from lookback.ingest.events import Event, EventError
 from lookback.workers.config import ServiceConfig
 from lookback.workers.log import START, LogItem, read_after, trim_through
+from lookback.workers.port import RedisPort
 
 from lookback.errors import NotFound
 
@@ -58,7 +58,7 @@ class DrainReport:
     more: bool = False  # stopped at the time limit with events left
 
 
-def project_info(config: ServiceConfig, client: Any, project: str) -> dict[str, str]:
+def project_info(config: ServiceConfig, client: RedisPort, project: str) -> dict[str, str]:
     """The registered cwd and namespace of ``project`` (checked against its key)."""
     raw = client.hget(config.projects_key, project)
     if raw is None:
@@ -69,7 +69,7 @@ def project_info(config: ServiceConfig, client: Any, project: str) -> dict[str, 
     return info
 
 
-def drain(config: ServiceConfig, client: Any, project: str, *,
+def drain(config: ServiceConfig, client: RedisPort, project: str, *,
           on_batch: Callable[[int], None] | None = None) -> DrainReport:
     """Apply everything after the project's cursor, batch by batch, for up to
     ``config.drain_seconds``; ``report.more`` says the caller should nudge again."""
@@ -102,7 +102,7 @@ def drain(config: ServiceConfig, client: Any, project: str, *,
     return report
 
 
-def _apply_items(config: ServiceConfig, client: Any, project: str, writer: ProjectWriter,
+def _apply_items(config: ServiceConfig, client: RedisPort, project: str, writer: ProjectWriter,
                  items: list[LogItem], report: DrainReport) -> str:
     """Apply one batch in one transaction; returns the cursor after it.
 
@@ -152,7 +152,7 @@ def _advance(stream_id: str) -> Callable[[apsw.Connection], None]:
     return advance
 
 
-def _give_up(config: ServiceConfig, client: Any, project: str, stream_id: str,
+def _give_up(config: ServiceConfig, client: RedisPort, project: str, stream_id: str,
              error: BaseException) -> bool:
     """True when the event is poison: undecodable/invalid, or failed too often."""
     if isinstance(error, EventError):
@@ -165,7 +165,7 @@ def _give_up(config: ServiceConfig, client: Any, project: str, stream_id: str,
     return failures >= config.max_failures
 
 
-def set_aside(config: ServiceConfig, client: Any, project: str, item: LogItem,
+def set_aside(config: ServiceConfig, client: RedisPort, project: str, item: LogItem,
               error: BaseException) -> None:
     """Keep a poison event (idempotently, by stream id) where ``lookback status`` sees it."""
     record = {"reason": f"{error.__class__.__name__}: {str(error)[:200]}",

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from lookback.workers.port import RedisPort
 
 from lookback.errors import SettingsError
 from lookback.settings import DEFAULTS, Settings
@@ -112,7 +113,7 @@ class ServiceConfig:
         return f"{self.prefix}reindex:{project}"
 
 
-def redis_client(config: ServiceConfig) -> Any:
+def redis_client(config: ServiceConfig) -> RedisPort:
     """A Redis client for ``config`` (imported here: embedded mode never needs redis)."""
     import redis
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from lookback.index.embedding import EmbeddingError, get_embedder
 from lookback.index.embeddings import EmbedReport, build_embeddings
 from lookback.workers.apply import project_info
 from lookback.workers.config import BACKGROUND_QUEUE, ServiceConfig
 from lookback.workers.nudge import send
+from lookback.workers.port import RedisPort
 
 from lookback.settings import DEFAULTS, Settings
 
@@ -58,7 +58,7 @@ def embed_key(config: ServiceConfig, project: str) -> str:
     return f"{config.prefix}embed:{project}"
 
 
-def nudge_embed(config: ServiceConfig, client: Any, project: str, *,
+def nudge_embed(config: ServiceConfig, client: RedisPort, project: str, *,
                 force: bool = False) -> bool:
     """Ask the background worker to embed ``project``; False when one is already asked."""
     fresh = client.set(embed_key(config, project), "1", nx=True, px=EMBED_FLAG_TTL_MS)
@@ -68,7 +68,7 @@ def nudge_embed(config: ServiceConfig, client: Any, project: str, *,
     return True
 
 
-def run_embed(config: ServiceConfig, client: Any, project: str, embedder_name: str, *,
+def run_embed(config: ServiceConfig, client: RedisPort, project: str, embedder_name: str, *,
               slice_seconds: float = EMBED_SLICE_SECONDS) -> EmbedReport | None:
     """Embed one slice of ``project``'s pending entries; re-nudge when some are left.
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from lookback.ingest.events import Event
+from lookback.workers.port import RedisPipeline, RedisPort
 
 EVENT_FIELD = b"e"
 START = "0-0"
@@ -26,13 +26,13 @@ class LogItem:
     raw: bytes
 
 
-def add_events(pipe: Any, key: str, events: Iterable[Event]) -> None:
+def add_events(pipe: RedisPipeline, key: str, events: Iterable[Event]) -> None:
     """Queue one XADD per event on ``pipe`` (the caller's MULTI/EXEC)."""
     for event in events:
         pipe.xadd(key, {EVENT_FIELD: event.to_json().encode()})
 
 
-def read_after(client: Any, key: str, cursor: str, *, max_events: int,
+def read_after(client: RedisPort, key: str, cursor: str, *, max_events: int,
                max_bytes: int, chunk: int = 200) -> list[LogItem]:
     """Entries after ``cursor``, at most ``max_events`` of them and about ``max_bytes``.
 
@@ -57,7 +57,7 @@ def read_after(client: Any, key: str, cursor: str, *, max_events: int,
     return items
 
 
-def trim_through(client: Any, key: str, cursor: str) -> int:
+def trim_through(client: RedisPort, key: str, cursor: str) -> int:
     """Remove every entry up to and including ``cursor``; returns how many went."""
     if cursor == START:
         return 0

@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig
+from lookback.workers.port import RedisPort
 
 APPLY_ACTOR = "apply_project"
 REBUILD_ACTOR = "rebuild_project"
@@ -47,7 +48,7 @@ def send(config: ServiceConfig, actor: str, queue: str, project: str,
     broker_for(config).enqueue(message, delay=delay_ms)
 
 
-def nudge(config: ServiceConfig, client: Any, project: str, *, force: bool = False) -> bool:
+def nudge(config: ServiceConfig, client: RedisPort, project: str, *, force: bool = False) -> bool:
     """Ask a worker to apply ``project``'s new events; False when one is already asked."""
     fresh = client.set(config.nudge_key(project), "1", nx=True, px=config.nudge_ttl_ms)
     if not fresh and not force:

@@ -17,6 +17,7 @@ from lookback.index.layout import PROJECTS_DIR, ProjectDir, find_project, list_p
 from lookback.index.rebuild import RebuildBusy, rebuild
 from lookback.index.store import IndexUnavailable, needs_rebuild, open_reader
 from lookback.workers.config import ServiceConfig
+from lookback.workers.port import RedisPort
 
 logger = logging.getLogger("lookback.workers")
 
@@ -40,12 +41,12 @@ def stale_projects(home: Path) -> list[ProjectDir]:
     return stale
 
 
-def mark_queued(config: ServiceConfig, client: Any, project: str) -> None:
+def mark_queued(config: ServiceConfig, client: RedisPort, project: str) -> None:
     client.hset(config.reindex_key(project),
                 mapping={"state": "queued", "done": 0, "total": 0, "updated_at": time.time()})
 
 
-def run_rebuild(config: ServiceConfig, client: Any, name: str) -> dict[str, Any]:
+def run_rebuild(config: ServiceConfig, client: RedisPort, name: str) -> dict[str, Any]:
     """Rebuild the project folder ``name`` under ``config.home``, recording progress."""
     project = find_project(config.home, name)
     if project.path.parent != Path(config.home) / PROJECTS_DIR:

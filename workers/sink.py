@@ -14,13 +14,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from lookback.index.layout import project_key
 from lookback.ingest.reader import Batch, FileState
 from lookback.workers.config import ServiceConfig, redis_client
 from lookback.workers.log import add_events
 from lookback.workers.nudge import nudge
+from lookback.workers.port import RedisPort
 
 T = TypeVar("T")
 
@@ -66,7 +67,7 @@ class Backoff:
 class RedisSink:
     """``ingest.pipeline.Sink`` that appends to the per-project Redis streams."""
 
-    def __init__(self, config: ServiceConfig, client: Any | None = None, *,
+    def __init__(self, config: ServiceConfig, client: RedisPort | None = None, *,
                  backoff: Backoff | None = None) -> None:
         self.config = config
         self.client = client if client is not None else redis_client(config)

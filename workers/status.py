@@ -18,6 +18,7 @@ from lookback.index.store import IndexUnavailable, open_reader, read_meta
 from lookback.workers.apply import CURSOR_META
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig, redis_client
 from lookback.workers.log import START, id_millis
+from lookback.workers.port import RedisPort
 
 
 def add_service_status(config: ServiceConfig, report: dict[str, Any]) -> None:
@@ -50,7 +51,7 @@ def add_service_status(config: ServiceConfig, report: dict[str, Any]) -> None:
         client.close()
 
 
-def project_figures(config: ServiceConfig, client: Any, project: dict[str, Any],
+def project_figures(config: ServiceConfig, client: RedisPort, project: dict[str, Any],
                     now_ms: int) -> dict[str, Any]:
     name = project["project"]
     stream = config.log_key(name)
@@ -76,7 +77,7 @@ def project_figures(config: ServiceConfig, client: Any, project: dict[str, Any],
     return figures
 
 
-def queue_figures(config: ServiceConfig, client: Any, queue: str) -> dict[str, int]:
+def queue_figures(config: ServiceConfig, client: RedisPort, queue: str) -> dict[str, int]:
     """Depth (queued or in progress), delayed (retries waiting) and dead letters."""
     base = f"{config.dramatiq_namespace}:{queue}"
     return {"depth": int(client.hlen(f"{base}.msgs")),
@@ -97,7 +98,7 @@ def _index_cursor(config: ServiceConfig, name: str) -> str:
         connection.close()
 
 
-def _millis(client: Any) -> int:
+def _millis(client: RedisPort) -> int:
     seconds, micros = client.time()
     return int(seconds) * 1000 + int(micros) // 1000
 

@@ -17,12 +17,13 @@ from typing import Any
 from lookback.workers.config import ServiceConfig
 from lookback.workers.log import id_millis
 from lookback.workers.nudge import nudge, request_rebuild
+from lookback.workers.port import RedisPort
 from lookback.workers.reindex import mark_queued, stale_projects
 
 logger = logging.getLogger("lookback.workers")
 
 
-def sweep(config: ServiceConfig, client: Any) -> int:
+def sweep(config: ServiceConfig, client: RedisPort) -> int:
     """Nudge the projects with pending events; returns how many were nudged."""
     now_ms = _redis_millis(client)
     nudged = 0
@@ -40,7 +41,7 @@ def sweep(config: ServiceConfig, client: Any) -> int:
     return nudged
 
 
-def enqueue_stale_rebuilds(config: ServiceConfig, client: Any) -> int:
+def enqueue_stale_rebuilds(config: ServiceConfig, client: RedisPort) -> int:
     """Queue a background rebuild for every index older than this code."""
     projects = stale_projects(config.home)
     for project in projects:
@@ -52,7 +53,7 @@ def enqueue_stale_rebuilds(config: ServiceConfig, client: Any) -> int:
 class SweeperThread(threading.Thread):
     """Runs ``sweep`` every ``config.sweep_seconds`` inside a worker process."""
 
-    def __init__(self, config: ServiceConfig, client: Any) -> None:
+    def __init__(self, config: ServiceConfig, client: RedisPort) -> None:
         super().__init__(name="lookback-sweeper", daemon=True)
         self.config = config
         self.client = client
@@ -85,6 +86,6 @@ class SweeperThread(threading.Thread):
         return self.config.sweep_seconds * (0.9 + 0.2 * (time.monotonic() % 1))
 
 
-def _redis_millis(client: Any) -> int:
+def _redis_millis(client: RedisPort) -> int:
     seconds, micros = client.time()
     return int(seconds) * 1000 + int(micros) // 1000
