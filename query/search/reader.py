@@ -86,7 +86,7 @@ class IndexReader:
         self._project_dirs: Memo[ProjectDir] = Memo(PROJECT_DIR_CACHE_SIZE)
         # Memos of what is derived from immutable rows, each bounded for its item size:
         self.entries = EntryCache(50_000)  # per-row matches and classifications (small)
-        self.evidence = EntryCache(4_096)  # built evidence items (up to ~12 KB each)
+        self.evidence = EntryCache(1_024)  # built evidence items (up to ~12 KB each)
         self.scopes = EntryCache(64)  # allowed scopes of recent leaves (a rowid set each)
         self.vectors = EntryCache(8)  # semantic matrices (megabytes each)
         self.folded = FoldedCache()
@@ -248,7 +248,7 @@ class FoldedCache:
     for non-ASCII text, and the same rows come back as candidates query after query.
     """
 
-    def __init__(self, max_chars: int = 32_000_000, max_text_chars: int = 262_144) -> None:
+    def __init__(self, max_chars: int = 8_000_000, max_text_chars: int = 262_144) -> None:
         self.max_text_chars = max_text_chars
         self._items: Memo[FoldedText] = Memo(max_chars, sizeof=lambda f: len(f.original))
 
