@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from lookback.errors import LookbackError, UserError
 
 COMMANDS = ("index", "status", "reindex", "retrieve", "search", "serve", "watch", "worker",
-            "context", "hook", "install")
+            "context", "hook", "install", "owner")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -118,6 +118,8 @@ class Workers(Section):
     max_failures: Positive = 3
     lock_timeout: PositiveFloat = 30.0
     sweep_seconds: PositiveFloat = 5.0
+    #: this worker host's name in project ownership claims; empty: the machine's name
+    host: str = ""
 
 
 class Reader(Section):

@@ -29,6 +29,8 @@ from lookback.index.writer import BAD_EVENT_ERRORS
 from lookback.ingest.events import Event, EventError
 from lookback.workers.config import ServiceConfig
 from lookback.workers.log import START, LogItem, read_after, trim_through
+from lookback.workers.nudge import APPLY_ACTOR, send
+from lookback.workers.owner import Owner, claim, is_mine
 from lookback.workers.port import RedisPort
 
 from lookback.errors import NotFound
@@ -56,6 +58,7 @@ class DrainReport:
     set_aside: int = 0
     cursor: str = START
     more: bool = False  # stopped at the time limit with events left
+    skipped: str | None = None  # not applied here: owned by another host, or paused
 
 
 def project_info(config: ServiceConfig, client: RedisPort, project: str) -> dict[str, str]:
@@ -74,6 +77,9 @@ def drain(config: ServiceConfig, client: RedisPort, project: str, *,
     """Apply everything after the project's cursor, batch by batch, for up to
     ``config.drain_seconds``; ``report.more`` says the caller should nudge again."""
     info = project_info(config, client, project)
+    owner = claim(config, client, project)  # one host applies a project (workers.owner)
+    if owner.paused or not is_mine(config, owner):
+        return _leave_alone(config, project, owner)
     client.delete(config.nudge_key(project))  # before reading: later adds nudge again
     report = DrainReport(project)
     deadline = time.monotonic() + config.drain_seconds
@@ -100,6 +106,16 @@ def drain(config: ServiceConfig, client: RedisPort, project: str, *,
         logger.info("project %s: applied %d events in %d batches, %d set aside",
                     project, report.applied, report.batches, report.set_aside)
     return report
+
+
+def _leave_alone(config: ServiceConfig, project: str, owner: Owner) -> DrainReport:
+    """Another host owns the project (forward the nudge to its queue), or it is
+    paused for a move (its events wait in the stream)."""
+    if owner.paused:
+        return DrainReport(project, skipped="paused")
+    send(config, APPLY_ACTOR, owner.queue, project)
+    logger.info("project %s belongs to %s: nudge forwarded", project, owner.id)
+    return DrainReport(project, skipped=f"owned by {owner.id}")
 
 
 def _apply_items(config: ServiceConfig, client: RedisPort, project: str, writer: ProjectWriter,

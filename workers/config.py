@@ -16,12 +16,14 @@ Keys (``P`` = prefix, ``K`` = project key, see ``index.layout.project_key``)::
     P poison:K          hash  stream id -> set-aside event and reason
     P failures:K        hash  stream id -> failed attempts so far
     P reindex:K         hash  progress of a background rebuild
+    P owner:K           the host and index home that applies K (workers.owner)
     P sweeper           lock: one sweeper runs per interval in the whole cluster
     P dramatiq:*        dramatiq's own queues
 """
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +64,8 @@ class ServiceConfig:
     nudge_ttl_ms: int = 10_000  # a lost nudge is re-sent after this long
     sweep_seconds: float = _DEFAULTS.sweep_seconds
     reindex_on_start: bool = _DEFAULTS.reindex_on_start
+    #: this worker host's name in project ownership claims (workers.owner)
+    host: str = "localhost"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ServiceConfig:
@@ -78,6 +82,7 @@ class ServiceConfig:
             drain_seconds=workers.drain_seconds, max_failures=workers.max_failures,
             lock_timeout=workers.lock_timeout, sweep_seconds=workers.sweep_seconds,
             reindex_on_start=workers.reindex_on_start,
+            host=workers.host or socket.gethostname(),
         )
 
     # Key names ------------------------------------------------------------------
@@ -111,6 +116,9 @@ class ServiceConfig:
 
     def reindex_key(self, project: str) -> str:
         return f"{self.prefix}reindex:{project}"
+
+    def owner_key(self, project: str) -> str:
+        return f"{self.prefix}owner:{project}"
 
 
 def redis_client(config: ServiceConfig) -> RedisPort:

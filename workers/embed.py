@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from lookback.index.embedding import EmbeddingError, get_embedder
 from lookback.index.embeddings import EmbedReport, build_embeddings
 from lookback.workers.apply import project_info
-from lookback.workers.config import BACKGROUND_QUEUE, ServiceConfig
+from lookback.workers.config import ServiceConfig
 from lookback.workers.nudge import send
+from lookback.workers.owner import my_queues
 from lookback.workers.port import RedisPort
 
 from lookback.settings import DEFAULTS, Settings
@@ -64,7 +65,7 @@ def nudge_embed(config: ServiceConfig, client: RedisPort, project: str, *,
     fresh = client.set(embed_key(config, project), "1", nx=True, px=EMBED_FLAG_TTL_MS)
     if not fresh and not force:
         return False
-    send(config, EMBED_ACTOR, BACKGROUND_QUEUE, project)
+    send(config, EMBED_ACTOR, my_queues(config)[1], project)  # where the index is
     return True
 
 

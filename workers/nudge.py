@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig
+from lookback.workers.owner import my_queues, owner_of
 from lookback.workers.port import RedisPort
 
 APPLY_ACTOR = "apply_project"
@@ -34,6 +35,8 @@ def broker_for(config: ServiceConfig) -> Any:
                                  heartbeat_timeout=15_000)
             broker.declare_queue(INDEX_QUEUE)
             broker.declare_queue(BACKGROUND_QUEUE)
+            for queue in my_queues(config):  # this host's own (workers.owner)
+                broker.declare_queue(queue)
             _brokers[key] = broker
         return broker
 
@@ -49,13 +52,21 @@ def send(config: ServiceConfig, actor: str, queue: str, project: str,
 
 
 def nudge(config: ServiceConfig, client: RedisPort, project: str, *, force: bool = False) -> bool:
-    """Ask a worker to apply ``project``'s new events; False when one is already asked."""
+    """Ask a worker to apply ``project``'s new events; False when one is already asked
+    (or the project is paused for a move).
+
+    The nudge goes to the owner's own queue, or to the shared one when the project
+    has no owner yet (the first worker to apply it claims it)."""
     fresh = client.set(config.nudge_key(project), "1", nx=True, px=config.nudge_ttl_ms)
     if not fresh and not force:
         return False
-    send(config, APPLY_ACTOR, INDEX_QUEUE, project)
+    owner = owner_of(config, client, project)
+    if owner is not None and owner.paused:
+        return False
+    send(config, APPLY_ACTOR, owner.queue if owner is not None else INDEX_QUEUE, project)
     return True
 
 
 def request_rebuild(config: ServiceConfig, project: str) -> None:
-    send(config, REBUILD_ACTOR, BACKGROUND_QUEUE, project)
+    """Rebuild ``project`` on this host (the one holding its index folder)."""
+    send(config, REBUILD_ACTOR, my_queues(config)[1], project)

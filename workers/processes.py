@@ -3,10 +3,12 @@
 Two process groups, one per queue, so a long rebuild never takes a thread that a
 fresh append needs:
 
-* index: ``processes`` x ``threads`` on ``lookback-index``. Nudges are tiny and
+* index: ``processes`` x ``threads`` on ``lookback-index`` and this host's own
+  ``lookback-index.<id>`` (nudges of the projects it owns, see workers.owner). Nudges are tiny and
   de-duplicated, so each thread prefetches one message, and an idle consumer polls
   Redis every 100 ms (dramatiq's default of up to 1 s would cost freshness).
-* background: one process with one thread on ``lookback-background`` (rebuilds are
+* background: one process with one thread on ``lookback-background`` and this
+  host's ``lookback-background.<id>`` (rebuilds are
   disk-bound; two at once would only fight over the disk).
 
 Settings reach the workers through the environment (``LOOKBACK_*``). The groups end
@@ -31,13 +33,14 @@ from lookback.workers.lifeline import Registry, die_with_parent
 @dataclass(frozen=True)
 class Group:
     name: str
-    queue: str
+    queues: tuple[str, ...]
     processes: int
     threads: int
     poll_ms: int
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "dramatiq", "lookback.workers.actors", "--queues", self.queue,
+        return [sys.executable, "-m", "dramatiq", "lookback.workers.actors",
+                "--queues", *self.queues,
                 "--processes", str(self.processes), "--threads", str(self.threads)]
 
     def environ(self, base: dict[str, str]) -> dict[str, str]:
@@ -45,10 +48,16 @@ class Group:
                 "dramatiq_queue_prefetch": str(self.threads)}
 
 
-def groups(processes: int, threads: int, background: bool = True) -> list[Group]:
-    found = [Group("index", INDEX_QUEUE, processes, threads, poll_ms=100)]
+def groups(processes: int, threads: int, background: bool = True,
+           own: tuple[str, str] | None = None) -> list[Group]:
+    """The process groups; ``own`` are this host's own index and background queues
+    (``workers.owner.my_queues``), consumed beside the shared ones."""
+    own_index, own_background = own or ((), ())
+    found = [Group("index", (INDEX_QUEUE, *filter(None, [own_index])), processes, threads,
+                   poll_ms=100)]
     if background:
-        found.append(Group("background", BACKGROUND_QUEUE, 1, 1, poll_ms=1000))
+        found.append(Group("background", (BACKGROUND_QUEUE, *filter(None, [own_background])),
+                           1, 1, poll_ms=1000))
     return found
 
 

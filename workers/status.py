@@ -18,6 +18,7 @@ from lookback.index.store import IndexUnavailable, open_reader, read_meta
 from lookback.workers.apply import CURSOR_META
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig, redis_client
 from lookback.workers.log import START, id_millis
+from lookback.workers.owner import is_mine, owner_of
 from lookback.workers.port import RedisPort
 
 
@@ -68,6 +69,11 @@ def project_figures(config: ServiceConfig, client: RedisPort, project: dict[str,
         "service_lag_seconds": round(max(lag_seconds, 0.0), 3),
         "service_set_aside": int(client.hlen(config.poison_key(name))),
     }
+    owner = owner_of(config, client, name)
+    if owner is not None:  # which host applies it (workers.owner)
+        here = " (this host)" if is_mine(config, owner) else ""
+        figures["service_owner"] = owner.id + here + (" — paused for a move" if owner.paused
+                                                      else "")
     reindex = client.hgetall(config.reindex_key(name))
     if reindex:
         info = {k.decode(): v.decode() for k, v in reindex.items()}

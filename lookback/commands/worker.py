@@ -34,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads or settings.workers.threads
     if processes < 1 or threads < 1:
         raise UserError("--processes and --threads must be at least 1")
+    from lookback.workers.config import ServiceConfig
+    from lookback.workers.owner import my_queues
     from lookback.workers.processes import groups, supervise
 
     environ = dict(os.environ)
@@ -44,4 +46,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"starting {processes} index worker process(es) x {threads} threads"
           f"{'' if args.no_background else ' and 1 background worker'}", file=sys.stderr,
           flush=True)
-    return supervise(groups(processes, threads, background=not args.no_background), environ)
+    own = my_queues(ServiceConfig.from_settings(settings))
+    return supervise(groups(processes, threads, background=not args.no_background, own=own),
+                     environ)

@@ -21,6 +21,8 @@ from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
 from lookback.ingest.reader import read_session
 
+from lookback.settings import load_settings
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pi-sessions"
 LARGE = FIXTURES / "large-session.jsonl"
 REPO = Path(__file__).resolve().parents[2]
@@ -102,6 +104,16 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float =
         time.sleep(every)
 
 
+def own_queue(environ: dict[str, str], queue: str) -> str:
+    """This worker host's own queue beside ``queue`` (as ``lookback worker`` adds it)."""
+    from lookback.workers.config import ServiceConfig
+    from lookback.workers.owner import my_queues
+
+    own_index, own_background = my_queues(ServiceConfig.from_settings(
+        load_settings(environ=environ)))
+    return own_index if queue == "lookback-index" else own_background
+
+
 class WorkerProcess:
     """A real ``dramatiq workers.actors`` process group (its own session, killable)."""
 
@@ -109,7 +121,8 @@ class WorkerProcess:
                  queue: str = "lookback-index", log: Path | None = None) -> None:
         self.environ = {**environ, "dramatiq_worker_timeout": "100",
                         "dramatiq_queue_prefetch": str(threads)}
-        self.argv = [sys.executable, "-m", "dramatiq", "lookback.workers.actors", "--queues", queue,
+        self.argv = [sys.executable, "-m", "dramatiq", "lookback.workers.actors",
+                     "--queues", queue, own_queue(environ, queue),
                      "--processes", str(processes), "--threads", str(threads)]
         self.log = log
         self.process: subprocess.Popen | None = None

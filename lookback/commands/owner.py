@@ -1,0 +1,71 @@
+"""``lookback owner PROJECT [--pause | --take]``: which worker host applies a project,
+and moving a project between hosts on purpose (docs/scaling.md)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from lookback.commands.common import load
+from lookback.errors import UserError
+from lookback.index.layout import project_key
+
+_KEY = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "owner", help="service mode: show or move the worker host that owns a project",
+        description="Each project's events are applied on one worker host, its owner "
+                    "(claimed in Redis by the first worker that applies it). To move a "
+                    "project: `lookback owner P --pause` (events wait in Redis), copy the "
+                    "project's folder to the new host's data directory, then run "
+                    "`lookback owner P --take` there.")
+    parser.add_argument("project", help="the project's cwd or its folder name")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--pause", action="store_true",
+                        help="stop every host from applying the project (start of a move)")
+    action.add_argument("--take", action="store_true",
+                        help="make this host (workers.host and this data directory) the owner "
+                             "and resume applying")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load(args)
+    if not settings.service_mode:
+        raise UserError("`lookback owner` needs a Redis: set LOOKBACK_REDIS_URL")
+    from lookback.workers.config import ServiceConfig, redis_client
+    from lookback.workers.nudge import nudge
+    from lookback.workers.owner import owner_of, pause, take
+
+    config = ServiceConfig.from_settings(settings)
+    name = _project(args.project, settings.namespace)
+    client = redis_client(config)
+    try:
+        if args.pause:
+            owner = pause(config, client, name)
+            if owner is None:
+                raise UserError(f"project {name} has no owner yet: nothing to pause", 1)
+        elif args.take:
+            owner = take(config, client, name)
+            nudge(config, client, name, force=True)  # apply what waited meanwhile
+        else:
+            owner = owner_of(config, client, name)
+    finally:
+        client.close()
+    if owner is None:
+        print(f"{name}: no owner yet (the first worker that applies it claims it)")
+    else:
+        state = " (paused: no host applies it until `lookback owner --take`)" \
+            if owner.paused else ""
+        print(f"{name}: owned by {owner.host}, index home {owner.home}{state}")
+    return 0
+
+
+def _project(text: str, namespace: str) -> str:
+    if text.startswith("/"):
+        return project_key(text, namespace)
+    if not _KEY.match(text) or text in (".", ".."):
+        raise UserError(f"not a project cwd or folder name: {text!r}")
+    return text

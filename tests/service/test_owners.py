@@ -1,0 +1,164 @@
+"""One owner per project across worker hosts: two "hosts" (two index homes, two worker
+groups with their own host names) on one real Redis, one key prefix. Every project
+must end up complete on exactly one host, nothing lost, and a project moved on
+purpose (pause, copy its folder, take) continues on its new host exactly."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from lookback.index.layout import project_dir
+from lookback.ingest.pipeline import ingest_files
+from lookback.workers.nudge import nudge
+from lookback.workers.owner import owner_of, pause, take
+from lookback.workers.port import RedisPort
+from lookback.workers.sink import RedisSink
+
+from tests.service.conftest import REDIS_URL, Service, cleanup, make_service
+from tests.service.helpers import (
+    append,
+    expected_entries,
+    indexed_entries,
+    session_lines,
+    wait_for,
+)
+
+PROJECTS = [f"/work/team/app-{n}" for n in range(6)]
+PINNED_TO_B = PROJECTS[:2]  # claimed for host B up front, as an operator would
+
+
+@pytest.fixture
+def hosts(tmp_path: Path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = make_service(tmp_path / "a", REDIS_URL, LOOKBACK_WORKERS__HOST="host-a")
+    second = make_service(tmp_path / "b", REDIS_URL, LOOKBACK_WORKERS__HOST="host-b",
+                          LOOKBACK_WORKERS__KEY_PREFIX=first.config.prefix)
+    started = []
+    try:
+        yield first, second, started
+    finally:
+        for worker in started:
+            worker.stop()
+        cleanup(first)
+        second.client.close()
+
+
+def write_sessions(folder: Path, lines: int, offset: int = 0) -> list[Path]:
+    """One session per project; ``lines`` fixture lines each (appended after ``offset``)."""
+    paths = []
+    for number, cwd in enumerate(PROJECTS):
+        path = folder / f"s{number}.jsonl"
+        append(path, session_lines(f"owner-{number}", cwd)[offset:offset + lines])
+        paths.append(path)
+    return paths
+
+
+def holders(first: Service, second: Service, cwd: str, expected: list) -> list[str]:
+    """Which hosts hold the project's complete index."""
+    return [name for name, service in (("host-a", first), ("host-b", second))
+            if indexed_entries(service.home, cwd) == expected]
+
+
+def partial(service: Service, cwd: str) -> bool:
+    return project_dir(service.home, cwd).index_path() is not None
+
+
+def test_every_project_is_applied_on_exactly_one_host(hosts, tmp_path) -> None:
+    first, second, started = hosts
+    client: RedisPort = first.client
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    paths = write_sessions(sessions, 80)
+    with RedisSink(second.config) as sink:  # register the projects, claim two for host B
+        for cwd in PINNED_TO_B:
+            take(second.config, client, sink.project(cwd))
+    started.append(first.worker(threads=2).start())
+    started.append(second.worker(threads=2).start())
+    with RedisSink(first.config) as sink:  # host A's watcher publishes everything
+        ingest_files(paths, sink)
+    write_sessions(sessions, 120, offset=80)  # a second round, after the claims
+    with RedisSink(first.config) as sink:
+        ingest_files(paths, sink)
+
+    for path, cwd in zip(paths, PROJECTS, strict=True):
+        expected = expected_entries(path)
+        found = wait_for(lambda e=expected, c=cwd: holders(first, second, c, e), 90,
+                         f"{cwd} complete on a host")
+        assert len(found) == 1
+        other = second if found == ["host-a"] else first
+        assert not partial(other, cwd), f"{cwd} was also applied on the other host"
+        owner = owner_of(first.config, client, RedisSink(first.config).project(cwd))
+        assert owner is not None and owner.host == found[0]
+        assert client.xlen(first.config.log_key(RedisSink(first.config).project(cwd))) == 0
+    for cwd in PINNED_TO_B:
+        assert holders(first, second, cwd, indexed_entries(second.home, cwd)) == ["host-b"]
+
+
+def test_a_project_moves_on_purpose_without_losing_events(hosts, tmp_path) -> None:
+    first, second, started = hosts
+    client: RedisPort = first.client
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    path = write_sessions(sessions, 60)[0]
+    cwd = PROJECTS[0]
+    sink = RedisSink(first.config)
+    project = sink.project(cwd)
+    take(first.config, client, project)
+    started.append(first.worker(threads=2).start())
+    started.append(second.worker(threads=2).start())
+    ingest_files([path], sink)
+    before = expected_entries(path)
+    wait_for(lambda: indexed_entries(first.home, cwd) == before, 60, "host A to apply")
+
+    paused = pause(first.config, client, project)  # 1. nobody applies from now on
+    assert paused is not None and paused.paused
+    append(path, session_lines("owner-0", cwd)[60:200])
+    ingest_files([path], sink)  # events wait in the stream
+    assert client.xlen(first.config.log_key(project)) > 0
+    assert indexed_entries(first.home, cwd) == before
+
+    target = project_dir(second.home, cwd).path  # 2. copy the project's folder
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(project_dir(first.home, cwd).path, target)
+    assert take(second.config, client, project).host == "host-b"  # 3. take it over there
+    nudge(second.config, client, project, force=True)
+
+    after = expected_entries(path)
+    wait_for(lambda: indexed_entries(second.home, cwd) == after, 60, "host B to continue")
+    wait_for(lambda: client.xlen(first.config.log_key(project)) == 0, 30, "the trim")
+    assert indexed_entries(first.home, cwd) == before  # the old copy stayed where it was
+    sink.close()
+
+
+def test_lookback_owner_shows_pauses_and_takes(hosts) -> None:
+    first, second, _ = hosts
+    from lookback.cli import main
+
+    def run(service: Service, *argv: str) -> str:
+        import contextlib
+        import io
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["--home", str(service.home), *argv]) == 0
+        return out.getvalue()
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key in ("LOOKBACK_REDIS_URL", "LOOKBACK_WORKERS__KEY_PREFIX", "LOOKBACK_CONFIG",
+                    "LOOKBACK_WORKERS__HOST"):
+            patch.setenv(key, first.environ[key])
+        assert "no owner yet" in run(first, "owner", PROJECTS[3])
+        assert "owned by host-a" in run(first, "owner", PROJECTS[3], "--take")
+        assert "paused" in run(first, "owner", PROJECTS[3], "--pause")
+        patch.setenv("LOOKBACK_WORKERS__HOST", "host-b")
+        assert "owned by host-b" in run(second, "owner", PROJECTS[3], "--take")
+        assert f"index home {second.home}" in run(first, "owner", PROJECTS[3])
+
+
+def test_the_redis_client_fits_the_port() -> None:
+    import redis
+
+    assert isinstance(redis.Redis.from_url(REDIS_URL), RedisPort)
