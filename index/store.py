@@ -7,6 +7,7 @@ Readers keep their transactions short so the WAL can be checkpointed.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -116,6 +117,8 @@ def open_writer(path: Path, *, cwd: str | None = None, namespace: str = "",
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     creating = bulk and not path.exists()
+    if creating:
+        _write_empty_index(path)
     connection = apsw.Connection(str(path))
     connection.set_busy_timeout(BUSY_TIMEOUT_MS)
     connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
@@ -141,6 +144,28 @@ def open_reader(path: Path) -> apsw.Connection:
     if version is None or int(version) > SCHEMA_VERSION:
         raise IncompatibleIndex(f"index schema {version} is not readable by this version")
     return connection
+
+
+#: An empty index (schema in place, WAL mode, no meta values), built once per process.
+_EMPTY_INDEX: list[bytes] = []
+
+
+def _write_empty_index(path: Path) -> None:
+    """Create ``path`` as a copy of an empty index: running the schema's DDL for every
+    new project was the largest cost left in indexing many small projects."""
+    if not _EMPTY_INDEX:
+        with tempfile.TemporaryDirectory() as folder:
+            template = Path(folder) / "empty.sqlite"
+            connection = apsw.Connection(str(template))
+            connection.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            connection.execute("PRAGMA journal_mode=WAL")
+            with connection:
+                connection.execute(DDL)
+            connection.close()  # checkpointed: every page is in the file
+            _EMPTY_INDEX.append(template.read_bytes())
+    partial = path.with_name(path.name + ".new")
+    partial.write_bytes(_EMPTY_INDEX[0])
+    os.replace(partial, path)  # a crash leaves no half-written index
 
 
 def sync_all() -> None:
