@@ -7,10 +7,8 @@ import io
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from lookback.query.context.evidence import FOOTER, HEADER
 from lookback import claude_hook
 from lookback.cli import main
 from lookback.commands.install import hook_command
+from tests.e2e.harness import JsonServer, slow
 from tests.server.conftest import settings_for, start_server, stop_server
 from tests.support import index_paths
 from tests.test_claude_code import MAIN, MAIN_ID, PROJECT_DIR, by_text
@@ -42,41 +41,14 @@ def reader_url(home: Path) -> Iterator[str]:
     stop_server(server, thread)
 
 
-class Fake:
-    """A reader stand-in answering every POST with (status, body bytes) after ``delay``."""
+def fake_reader(status: int = 200, body: bytes = b"{}", delay: float = 0.0) -> JsonServer:
+    """A reader stand-in answering ``POST /v1/retrieve`` with (status, body) after ``delay``."""
+    route = slow(lambda _: (status, body), delay) if delay else (lambda _: (status, body))
+    return JsonServer({"POST /v1/retrieve": route})
 
-    def __init__(self, status: int = 200, body: bytes = b"{}", delay: float = 0.0) -> None:
-        self.status, self.body, self.delay = status, body, delay
-        self.requests: list[Any] = []
 
-    def __enter__(self) -> Fake:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                owner.requests.append((self.path, json.loads(raw)))
-                time.sleep(owner.delay)
-                try:
-                    self.send_response(owner.status)
-                    self.send_header("content-length", str(len(owner.body)))
-                    self.end_headers()
-                    self.wfile.write(owner.body)
-                except OSError:
-                    pass  # the hook gave up first
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def calls(server: JsonServer) -> list[tuple[str, Any]]:
+    return [(recorded.path, recorded.body) for recorded in server.requests]
 
 
 def run(stdin: bytes, url: str, timeout_ms: float = 3000, provider: str = "anthropic"):
@@ -112,9 +84,9 @@ def test_the_context_is_exactly_the_readers_evidence_messages(reader_url):
 
 
 def test_the_request_names_the_transcript_prompt_and_provider():
-    with Fake(body=b'{"status": "no-query", "evidence": []}') as fake:
+    with fake_reader(body=b'{"status": "no-query", "evidence": []}') as fake:
         assert run(hook_input(), fake.url, provider="anthropic") is None
-    assert fake.requests == [("/v1/retrieve", {"session_file": str(MAIN), "message": PROMPT,
+    assert calls(fake) == [("/v1/retrieve", {"session_file": str(MAIN), "message": PROMPT,
                                                "provider": "anthropic",
                                                "max_retrieved_history_tokens": 2500})]
 
@@ -145,7 +117,7 @@ def test_no_topic_or_nothing_removed_adds_nothing(reader_url):
 
 
 def test_reader_down_adds_nothing_at_once():
-    with Fake() as fake:
+    with fake_reader() as fake:
         pass  # closed: nothing listens on that port any more
     started = time.monotonic()
     assert run(hook_input(), fake.url) is None
@@ -153,7 +125,7 @@ def test_reader_down_adds_nothing_at_once():
 
 
 def test_a_slow_reader_is_abandoned_at_the_timeout():
-    with Fake(body=b'{"status": "ok"}', delay=3.0) as fake:
+    with fake_reader(body=b'{"status": "ok"}', delay=3.0) as fake:
         started = time.monotonic()
         assert run(hook_input(), fake.url, timeout_ms=300) is None
         assert time.monotonic() - started < 1.5
@@ -164,9 +136,9 @@ def test_a_slow_reader_is_abandoned_at_the_timeout():
                                           (200, b'{"status": "not-indexed", "evidence": []}'),
                                           (200, b"[1, 2]")])
 def test_error_answers_add_nothing(status, body):
-    with Fake(status, body) as fake:
+    with fake_reader(status, body) as fake:
         assert run(hook_input(), fake.url) is None
-    assert len(fake.requests) == 1
+    assert len(calls(fake)) == 1
 
 
 @pytest.mark.parametrize("stdin", [b"", b"not json", b"[]",
@@ -174,9 +146,9 @@ def test_error_answers_add_nothing(status, body):
                                    hook_input(prompt="   "),
                                    hook_input(transcript=Path("relative.jsonl"))])
 def test_bad_hook_input_adds_nothing_and_asks_nobody(stdin):
-    with Fake(body=b'{"status": "ok"}') as fake:
+    with fake_reader(body=b'{"status": "ok"}') as fake:
         assert run(stdin, fake.url) is None
-    assert fake.requests == []
+    assert calls(fake) == []
 
 
 def test_the_script_exits_0_silently_on_anything():
