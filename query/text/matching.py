@@ -1,9 +1,8 @@
 """Match verification: which query terms a stored entry's text really contains.
 
-FTS5 finds candidates; this module decides, on the candidate's own text, which terms
-it matches and where (docs/specification.md step 7: a lexical-only row needs a verified identifier,
-phrase or FTS term match; step 8: match accounting uses word boundaries and Latin
-accent folding, and a keyword that is only a prefix of a longer word does not count).
+docs/specification.md step 7: a lexical-only row needs a verified identifier, phrase
+or FTS term match; step 8: match accounting uses word boundaries and Latin accent
+folding, and a keyword that is only a prefix of a longer word does not count.
 
 Two kinds of match:
 
@@ -12,14 +11,16 @@ Two kinds of match:
   terms (identifiers, paths, errors, flags, phrases) can match this way, and only a
   literal match puts a row in the "exact identifier" or "exact phrase" tier.
 * **folded** — the term's words in order, ignoring case, accents and punctuation
-  between them, on Unicode word boundaries: what FTS5 itself would match
-  (``config`` matches ``Config.`` but not ``configuration``). Keywords and
-  technologies match this way; a literal term not found literally may still match
-  this way, which counts as an FTS term match.
+  between them, on word boundaries: what FTS5 itself matches (``config`` matches
+  ``Config.`` but not ``configuration``). Keywords and technologies match this way;
+  a literal term not found literally may still match this way, which counts as an
+  FTS term match.
 
-Build one ``TermMatcher`` per query and apply it to every candidate text (up to 1 MB
-each): patterns are prepared once, each text is folded once, and scanning uses
-``str.find``.
+Retrieval verifies inside SQL (``query.search.candidates``): folded matches are the
+phrases FTS5 itself matched, literal matches use ``find_literal`` on the rows that
+made the ``LIMIT``. ``PhraseFinder`` then centres the excerpts of the items returned.
+``TermMatcher`` is the same definition on a text in Python — the reference that
+tests/test_sql_verification.py holds the SQL to, on the fixtures' real messages.
 """
 
 from __future__ import annotations
