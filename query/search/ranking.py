@@ -78,14 +78,23 @@ def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: 
 
 def static_parts(item: Ranked, on_branch: bool) -> tuple[str, list[tuple[str, float]]]:
     """Tier and the score parts that depend only on the row and the query's terms."""
-    item.parts = []
-    item.score = 0.0
+    tier, topic = topic_parts(item.matches, on_branch)
+    return tier, [*topic, *row_parts(item.row)]
+
+
+def topic_parts(matches: list[Match], on_branch: bool) -> tuple[str, list[tuple[str, float]]]:
+    """Tier and the parts that depend only on which terms matched, and how.
+
+    Rows with the same matches share them (a query's candidates often do), so the
+    caller may compute them once per distinct set of matches.
+    """
+    parts: list[tuple[str, float]] = []
     first_id = first_phrase = None
     files: set[str] = set()
     symbols: set[str] = set()
     errors: set[str] = set()
     distinct: set[str] = set()
-    for match in item.matches:
+    for match in matches:
         term = match.term
         distinct.add(term.text)
         if not match.literal:
@@ -101,33 +110,40 @@ def static_parts(item: Ranked, on_branch: bool) -> tuple[str, list[tuple[str, fl
             symbols.add(term.text)
         elif kind in ERROR_KINDS:
             errors.add(term.text)
-    row = item.row
     if first_id is not None:
-        item.tier = "identifier"
-        item.add(EXACT_IDENTIFIER, f"exact identifier {_quote(first_id)}")
+        tier = "identifier"
+        parts.append((f"exact identifier {_quote(first_id)}", EXACT_IDENTIFIER))
     elif first_phrase is not None:
-        item.tier = "phrase"
-        item.add(EXACT_PHRASE, f"exact phrase {_quote(first_phrase)}")
+        tier = "phrase"
+        parts.append((f"exact phrase {_quote(first_phrase)}", EXACT_PHRASE))
     else:
-        item.tier = "other"
-        item.add(FTS_MATCH, f"term match {_quote(item.matches[0].term.text)}")
+        tier = "other"
+        parts.append((f"term match {_quote(matches[0].term.text)}", FTS_MATCH))
     extra = min(MAX_EXTRA_MATCHES, len(distinct) - 1)
     if extra:
-        item.add(EXTRA_MATCH * extra, f"{extra} more matched term{'s' if extra > 1 else ''}")
+        parts.append((f"{extra} more matched term{'s' if extra > 1 else ''}",
+                      EXTRA_MATCH * extra))
     if on_branch:
-        item.add(ACTIVE_BRANCH, "active branch")
+        parts.append(("active branch", ACTIVE_BRANCH))
     for found, points, label in ((files, SAME_FILE, "same file"),
                                  (symbols, SAME_SYMBOL, "same symbol"),
                                  (errors, SAME_ERROR, "same error")):
         if found:
             count = len(found)
-            item.add(points * count, label if count == 1 else f"{label} ×{count}")
+            parts.append((label if count == 1 else f"{label} ×{count}", points * count))
+    return tier, parts
+
+
+def row_parts(row: Row) -> list[tuple[str, float]]:
+    """The parts that depend only on the row: its author's authority, its token cost."""
+    parts: list[tuple[str, float]] = []
     authority = AUTHORITY.get(row.role or "")
     if authority:
-        item.add(authority, f"{row.role} authority")
-    penalty = MAX_TOKEN_PENALTY * min(1.0, row.tokens / TOKENS_FOR_FULL_PENALTY)
-    item.add(-round(penalty, 2), "token cost")
-    return item.tier, item.parts
+        parts.append((f"{row.role} authority", authority))
+    penalty = -round(MAX_TOKEN_PENALTY * min(1.0, row.tokens / TOKENS_FOR_FULL_PENALTY), 2)
+    if penalty:
+        parts.append(("token cost", penalty))
+    return parts
 
 
 def sort_key(item: Ranked) -> tuple:

@@ -41,7 +41,7 @@ from lookback.query.search.candidates import (
     session_state,
 )
 from lookback.query.search.diagnostics import Diagnostics
-from lookback.query.search.ranking import Ranked, score, sort_key, static_parts
+from lookback.query.search.ranking import Ranked, row_parts, score, sort_key, topic_parts
 from lookback.query.search.reader import IndexReader, NotIndexed
 from lookback.query.search.request import RetrievalRequest
 from lookback.query.semantic.hybrid import add_semantic
@@ -330,22 +330,26 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
     on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
     rejected_branch = len(rows) - len(on_scope)  # defensive: SQL already filtered
     unverified = 0
-    seen: dict[tuple[int, int], list[Match]] = {}  # many rows share their bits
+    # Many rows share their bits, so their matches and topic parts are computed once.
+    seen: dict[tuple[int, int], tuple[list[Match], tuple | None]] = {}
+    topics = []
     for row in on_scope:
         bits = (row.phrases, row.literals)
-        matches = seen.get(bits)
-        if matches is None:
-            matches = seen[bits] = matches_of(row, searched)
-        if not matches:
+        found = seen.get(bits)
+        if found is None:
+            matches = matches_of(row, searched)
+            found = seen[bits] = (matches, topic_parts(matches, True) if matches else None)
+        if found[1] is None:
             unverified += 1
             continue
-        ranked.append(Ranked(row, list(matches)))
+        ranked.append(Ranked(row, list(found[0])))
+        topics.append(found[1])
     if ranked:
         oldest = min(item.row.seq for item in ranked)
         newest = max(item.row.seq for item in ranked)
-        for item in ranked:
+        for item, (tier, topic) in zip(ranked, topics, strict=True):
             score(item, on_branch=True, fts_hits=fts_hits, oldest=oldest, newest=newest,
-                  static=static_parts(item, True))
+                  static=(tier, [*topic, *row_parts(item.row)]))
     ranked.sort(key=sort_key)
     diagnostics.alternate_branch_candidates = rejected_branch
     diagnostics.unverified_rejected = unverified
