@@ -94,9 +94,9 @@ def main() -> None:
         results: dict[str, list[float]] = {"evidence inserted": [], "none found": []}
         steps: dict[str, dict[str, list[float]]] = {"evidence inserted": {}, "none found": {}}
         statuses: dict[str, set] = {"evidence inserted": set(), "none found": set()}
-        serve = [str(REPO_ROOT / ".venv" / "bin" / "lookback"), "serve", "--quiet",
-                 "--port", str(port)]
-        with reader_process(serve, url, env):
+        serve = [str(REPO_ROOT / ".venv" / "bin" / "lookback"), "serve", "--port", str(port)]
+        log = root / "reader.log"
+        with reader_process(["sh", "-c", f'exec "$@" 2>>{log}', "serve", *serve], url, env):
             warm = runner.run(session, "warm up: open the session", pi_env)  # Pi rewrites v1
             assert warm.returncode == 0, warm.stderr[-2000:]
             for _ in range(args.runs):
@@ -112,7 +112,10 @@ def main() -> None:
                             results[name].append(ms)
                             for phase, value in phases.items():
                                 steps[name].setdefault(phase, []).append(value)
+        inside = [json.loads(line)["ms"] for line in log.read_text().splitlines()
+                  if '"endpoint": "/v1/retrieve"' in line]
     print(json.dumps({"pi context handler (ms)": {k: percentiles(v) for k, v in results.items()},
+                      "reader's own time per /v1/retrieve (ms)": percentiles(inside),
                       "p50 per step (ms)": {k: {p: round(statistics.median(v), 2)
                                                 for p, v in phases.items()}
                                             for k, phases in steps.items()},

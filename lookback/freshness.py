@@ -53,6 +53,9 @@ from lookback.settings import Freshness
 
 log = logging.getLogger("lookback.freshness")
 
+#: A request indexes at most this many appended bytes itself; more goes to the thread.
+INLINE_MAX_BYTES = 1 << 20
+
 #: File identity: (inode, size, mtime in ns). Pi appends (size grows) or rewrites.
 Stamp = tuple[int, int, int]
 
@@ -119,6 +122,7 @@ class FreshnessEngine:
         self._queued: dict[str, _Job] = {}
         self._writers: dict[str, ProjectWriter] = {}
         self._cond = threading.Condition()
+        self._write_lock = threading.Lock()  # one indexing job at a time, thread or request
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.jobs_run = 0
@@ -150,7 +154,8 @@ class FreshnessEngine:
         for thread in self._threads:
             thread.join(timeout=5)
         self._threads.clear()
-        self._close_writers()
+        with self._write_lock:
+            self._close_writers()
 
     # -- requests ----------------------------------------------------------------------
 
@@ -163,6 +168,15 @@ class FreshnessEngine:
             return Outcome("missing")
         if self._known.get(path) == stamp:
             return Outcome("fresh", _ms(started))
+        if self._appended(path, stamp) and self._write_lock.acquire(blocking=False):
+            # A few new lines and no job running: index them in this thread (no hand-off
+            # to the indexing thread, whose wake-up costs milliseconds on a loaded machine).
+            try:
+                job = _Job(path)
+                self._run(job)
+            finally:
+                self._write_lock.release()
+            return Outcome(job.state, _ms(started), job.entries)
         job = self._schedule(path, urgent=True)
         wait = self.config.wait_ms if wait_ms is None else wait_ms
         if self._rewritten(path):  # once per old session Pi opens: worth waiting for
@@ -184,6 +198,14 @@ class FreshnessEngine:
             return "fresh"
         self._schedule(path, urgent=True)
         return "queued"
+
+    def _appended(self, path: str, stamp: Stamp) -> bool:
+        """Only a little was appended since this process indexed the file last."""
+        known = self._known.get(path)
+        if known is None or known[0] != stamp[0] or path not in self._states:
+            return False
+        grown = stamp[1] - known[1]
+        return 0 <= grown <= INLINE_MAX_BYTES and not self._rewritten(path)
 
     def _rewritten(self, path: str) -> bool:
         state = self._states.get(path)
@@ -222,17 +244,19 @@ class FreshnessEngine:
             return job
 
     def _run_queued(self) -> None:
-        while (job := self._next(0)) is not None:
-            self._run(job)
-        self._close_writers()
+        with self._write_lock:
+            while (job := self._next(0)) is not None:
+                self._run(job)
+            self._close_writers()
 
     def _work(self) -> None:
         while not self._stop.is_set():
             job = self._next(self.config.idle_close_seconds)
-            if job is None:
-                self._close_writers()  # idle: let `lookback index`/`reindex` have the lock
-                continue
-            self._run(job)
+            with self._write_lock:
+                if job is None:
+                    self._close_writers()  # idle: let `lookback index`/`reindex` have the lock
+                    continue
+                self._run(job)
 
     # -- indexing ---------------------------------------------------------------------
 

@@ -266,9 +266,11 @@ def _fallback_result(evidence: Any, tokens: dict[str, Any], reason: str) -> dict
 
 def decide_for_answer(answer: Any, request_plan: Any, default_budget: int) -> dict | None:
     """The decision for a retrieve answer's evidence, when the request carried ``plan``:
-    ``{"messages": [{"kind", "tokens"}, ...], "hard_limit_tokens"?, "input_target_tokens"?,
-    "max_retrieved_history_tokens"?}`` — one round trip instead of two. None without
-    ``plan`` or without evidence; budgets that are not non-negative integers fall back."""
+    ``{"kinds": [...], "tokens": [...], "hard_limit_tokens"?, "input_target_tokens"?,
+    "max_retrieved_history_tokens"?}`` — one kind and one token estimate per message, as
+    two flat lists (cheap to send and to check) — one round trip instead of two. None
+    without ``plan`` or without evidence; budgets that are not non-negative integers
+    fall back."""
     if not isinstance(request_plan, dict) or not isinstance(answer, dict):
         return None
     evidence = answer.get("evidence")
@@ -278,13 +280,21 @@ def decide_for_answer(answer: Any, request_plan: Any, default_budget: int) -> di
              "tokens": _item_cost(item), "score": item.get("score"), "tier": item.get("tier"),
              "group_id": item.get("group_id")} for item in evidence if isinstance(item, dict)]
     try:
-        return decide(request_plan.get("messages"), refs,
+        return decide(_described(request_plan), refs,
                       max_retrieved_history_tokens=request_plan.get(
                           "max_retrieved_history_tokens", default_budget),
                       input_target_tokens=request_plan.get("input_target_tokens"),
                       hard_limit_tokens=request_plan.get("hard_limit_tokens"))
     except ValueError as error:
         return _fallback_result(refs, {}, f"bad budget: {error}")
+
+
+def _described(request_plan: dict) -> Any:
+    """``kinds`` and ``tokens`` zipped into ``decide``'s message descriptions."""
+    kinds, tokens = request_plan.get("kinds"), request_plan.get("tokens")
+    if not isinstance(kinds, list) or not isinstance(tokens, list) or len(kinds) != len(tokens):
+        return None  # decide answers: malformed messages
+    return [{"kind": kind, "tokens": count} for kind, count in zip(kinds, tokens, strict=True)]
 
 
 # ---------------------------------------------------------------------------------------

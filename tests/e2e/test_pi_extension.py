@@ -87,7 +87,7 @@ def planned(answer: dict, decide: Callable[[int, list[str]], dict]) -> Route:
     described as a real user request, the evidence sources)`` — what the reader's planner
     answers from the kinds and token counts the extension sent."""
     def route(request: Recorded) -> tuple[int, dict]:
-        kinds = [m["kind"] for m in request.body["plan"]["messages"]]
+        kinds = request.body["plan"]["kinds"]
         at = len(kinds) - 1 - kinds[::-1].index("user")
         sources = [f"{e['session_id']}:{e['entry_id']}" for e in answer["evidence"]]
         return 200, {**answer, "plan": decide(at, sources)}
@@ -147,10 +147,10 @@ def test_the_planner_sees_kinds_and_tokens_and_decides_what_fits(run_pi, session
 
     sent = reader.first("/v1/retrieve").body["plan"]
     # No conversation leaves Pi for the planner: kinds and numbers only.
-    assert all(set(m) == {"kind", "tokens"} for m in sent["messages"])
-    assert [m["kind"] for m in sent["messages"]] == ["summary", "user", "assistant", "user",
-                                                     "assistant", "user"]
-    assert all(isinstance(m["tokens"], int) and m["tokens"] > 0 for m in sent["messages"])
+    assert set(sent) == {"kinds", "tokens", "hard_limit_tokens"}
+    assert sent["kinds"] == ["summary", "user", "assistant", "user", "assistant", "user"]
+    assert all(isinstance(t, int) and t > 0 for t in sent["tokens"])
+    assert len(sent["tokens"]) == len(sent["kinds"])
     assert sent["hard_limit_tokens"] == 128000 - 4096  # the model's window minus its output
     inserted = evidence_before_prompt(requests[0], PROMPT)
     assert inserted == [message_text(evidence[1]["message"])]

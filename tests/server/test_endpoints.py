@@ -213,7 +213,8 @@ def test_retrieve_with_plan_answers_the_decision_in_the_same_call(serve, session
                  {"kind": "assistant", "tokens": 8}, {"kind": "user", "tokens": 20}]
     first = client.post("/v1/retrieve", retrieve_body(session_file)).body["evidence"]
     fits_one = max(first[0]["tokens"], estimate_message_tokens(first[0]["message"]))
-    body = retrieve_body(session_file, plan={"messages": described,
+    body = retrieve_body(session_file, plan={"kinds": [m["kind"] for m in described],
+                                             "tokens": [m["tokens"] for m in described],
                                              "max_retrieved_history_tokens": fits_one})
     answer = client.post("/v1/retrieve", body).body
     assert answer["plan"]["decision"] == {
