@@ -23,6 +23,7 @@ from pathlib import Path
 
 import apsw
 from lookback.index.layout import project_key
+from lookback.index.paths import PathRegistry
 from lookback.index.project import ProjectWriter, WriterBusy
 from lookback.index.store import IndexUnavailable, sync_all
 from lookback.ingest.events import Event
@@ -49,6 +50,8 @@ class EmbeddedSink:
         self._pending: dict[str, tuple[list[Event], dict[str, FileState]]] = {}
         self.failures: dict[str, str] = {}  # cwd -> why its project was set aside
         self.set_aside = 0  # events that could not be stored
+        self.moved = 0  # sessions moved to another project (their header's cwd changed)
+        self.paths = PathRegistry(self.home, namespace)
 
     def writer(self, cwd: str) -> ProjectWriter:
         if cwd in self.failures:
@@ -81,6 +84,34 @@ class EmbeddedSink:
             message = self._fail(cwd, error)
             self._close_writer(cwd)
             raise ProjectUnavailable(message) from None
+
+    def claim(self, path: str, cwd: str) -> None:
+        """Make the project of ``cwd`` the only one holding ``path``: a session whose
+        header now names another cwd is forgotten by its old project first."""
+        previous = self.paths.get(path)
+        if previous == cwd:
+            return
+        if previous is not None:
+            self._forget(previous, path)
+        self.paths.set(path, cwd)
+
+    def _forget(self, cwd: str, path: str) -> None:
+        self._flush_if_pending(cwd)
+        writer = self.writer(cwd)
+        try:
+            state = writer.file_state(path)
+            if state is not None:
+                writer.write([Event("reset", state.session_id, cwd,
+                                    {"reason": "moved", "file": path})])
+                self.moved += 1
+        except PROJECT_ERRORS as error:
+            message = self._fail(cwd, error)
+            self._close_writer(cwd)
+            raise ProjectUnavailable(message) from None
+
+    def _flush_if_pending(self, cwd: str) -> None:
+        if cwd in self._pending:
+            self._flush(cwd, self.writer(cwd))
 
     def write(self, batch: Batch) -> None:
         cwd = batch.state.cwd

@@ -205,6 +205,9 @@ def _apply_reset(connection: apsw.Connection, event: Event, now: float,
         " WHERE session_id = ?",
         (now, event.session_id),
     )
+    if event.payload.get("reason") == "moved":  # the file now belongs to another project
+        connection.execute("DELETE FROM sessions WHERE session_id = ?", (event.session_id,))
+        connection.execute("DELETE FROM files WHERE path = ?", (str(event.payload.get("file")),))
 
 
 def _apply_leaf(connection: apsw.Connection, event: Event, now: float,

@@ -9,7 +9,8 @@ Kinds
 ``session``  a session header was read: ``{file, cwd, version, started_at, parent_session}``
 ``entry``    an entry was appended: ``{entry: <normalized entry, see ingest.entries>}``
 ``reset``    the session file was rewritten or truncated: forget the session's entries
-             (the ``entry`` events that follow re-add them)
+             (the ``entry`` events that follow re-add them); with ``{reason: "moved",
+             file}`` its header now names another project: forget the session and file
 ``leaf``     an id-less cursor record moved the session's leaf: ``{target_id}``
 """
 

@@ -42,6 +42,9 @@ class Sink(Protocol):
     def write(self, batch: Batch) -> None:
         """Store the batch's events and its file state atomically."""
 
+    # Optional: ``claim(path, cwd)`` is called before ``file_state`` by sinks that
+    # track which project holds a file, so a header whose cwd changed moves it.
+
 
 @dataclass
 class IngestReport:
@@ -104,7 +107,11 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
 
 def _ingest_one(path: Path, sink: Sink, report: IngestReport, max_line_bytes: int) -> None:
     session_id, cwd = peek_header(path, max_line_bytes)
-    state = sink.file_state(escape_surrogates(str(path)), cwd)
+    key = escape_surrogates(str(path))
+    claim = getattr(sink, "claim", None)  # sinks that track which project holds a file
+    if claim is not None:
+        claim(key, cwd)
+    state = sink.file_state(key, cwd)
     for batch in read_session(str(path), state, stats=report.read,
                               max_line_bytes=max_line_bytes):
         sink.write(batch)

@@ -12,6 +12,7 @@ Keys (``P`` = prefix, ``K`` = project key, see ``index.layout.project_key``)::
     P log:K             stream of events (field ``e``: the event's JSON), the
                         ordered log the worker applies; trimmed once applied
     P files:K           hash  session file path -> FileState JSON (producer state)
+    P paths             hash  session file path -> K holding it (a changed cwd moves it)
     P nudge:K           flag: a nudge message for K is in flight (de-duplicates)
     P poison:K          hash  stream id -> set-aside event and reason
     P failures:K        hash  stream id -> failed attempts so far
@@ -90,6 +91,10 @@ class ServiceConfig:
     @property
     def projects_key(self) -> str:
         return f"{self.prefix}projects"
+
+    @property
+    def paths_key(self) -> str:
+        return f"{self.prefix}paths"
 
     @property
     def sweeper_key(self) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from lookback.index.layout import project_key
+from lookback.ingest.events import Event
 from lookback.ingest.reader import Batch, FileState
 from lookback.workers.config import ServiceConfig, redis_client
 from lookback.workers.log import add_events
@@ -77,6 +78,38 @@ class RedisSink:
 
     def project(self, cwd: str) -> str:
         return project_key(cwd, self.config.namespace)
+
+    def claim(self, path: str, cwd: str) -> None:
+        """Make ``cwd``'s project the only one holding ``path``: when the file's header
+        named another project before, that project is told to forget the session (a
+        ``reset`` event with reason ``moved``) and its file state goes, in one EXEC."""
+        project = self.project(cwd)
+        paths_key = self.config.paths_key
+        previous = _text(self.backoff.run(lambda _: self.client.hget(paths_key, path),
+                                          "reading which project holds a file"))
+        if previous == project:
+            return
+        old_state = None
+        if previous is not None:
+            raw = self.backoff.run(
+                lambda _: self.client.hget(self.config.files_key(previous), path),
+                "reading a file state")
+            old_state = None if raw is None else FileState.from_json(raw)
+
+        def commit(_: int) -> None:
+            with self.client.pipeline(transaction=True) as pipe:
+                if old_state is not None:
+                    add_events(pipe, self.config.log_key(previous), [Event(
+                        "reset", old_state.session_id, old_state.cwd,
+                        {"reason": "moved", "file": path})])
+                    pipe.hdel(self.config.files_key(previous), path)
+                pipe.hset(paths_key, path, project)
+                pipe.execute()
+
+        self.backoff.run(commit, "moving a session to its new project")
+        if old_state is not None:
+            self.backoff.run(lambda _: nudge(self.config, self.client, previous),
+                             "nudging the workers")
 
     def file_state(self, path: str, cwd: str) -> FileState | None:
         key = self.config.files_key(self.project(cwd))
