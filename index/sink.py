@@ -23,7 +23,7 @@ from pathlib import Path
 
 import apsw
 from lookback.index.layout import project_key
-from lookback.index.paths import PathRegistry
+from lookback.index.paths import PathRegistry, forget_moved
 from lookback.index.project import ProjectWriter, WriterBusy
 from lookback.index.store import IndexUnavailable, sync_all
 from lookback.ingest.events import Event
@@ -99,11 +99,7 @@ class EmbeddedSink:
         self._flush_if_pending(cwd)
         writer = self.writer(cwd)
         try:
-            state = writer.file_state(path)
-            if state is not None:
-                writer.write([Event("reset", state.session_id, cwd,
-                                    {"reason": "moved", "file": path})])
-                self.moved += 1
+            self.moved += forget_moved(writer, path)
         except PROJECT_ERRORS as error:
             message = self._fail(cwd, error)
             self._close_writer(cwd)
@@ -130,6 +126,7 @@ class EmbeddedSink:
                 self._flush(cwd, self.writer(cwd))
             except ProjectUnavailable:
                 self._pending.pop(cwd, None)
+        self.paths.flush()  # after the projects: a record never runs ahead of its rows
 
     def _flush(self, cwd: str, writer: ProjectWriter) -> None:
         pending = self._pending.pop(cwd, None)
@@ -169,6 +166,7 @@ class EmbeddedSink:
             self.flush()
             self.failures.clear()
         finally:
+            self.paths.close()
             while self._writers:
                 cwd, _ = next(iter(self._writers.items()))
                 self._close_writer(cwd)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lookback.index.paths import PathRegistry, forget_moved
 from lookback.index.project import ProjectWriter, WriterBusy
 from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import (
@@ -112,6 +113,7 @@ class FreshnessEngine:
         self.namespace = namespace
         self.max_line_bytes = max_line_bytes
         self.set_aside = 0  # events the index could not store (counted, never raised)
+        self.paths = PathRegistry(self.home, namespace)  # which project holds each file
         self.config = config or FreshnessConfig()
         self.roots = [Path(root) for root in roots]
         self._known: dict[str, Stamp] = {}  # path -> stamp indexed last
@@ -156,6 +158,7 @@ class FreshnessEngine:
         self._threads.clear()
         with self._write_lock:
             self._close_writers()
+            self.paths.close()
 
     # -- requests ----------------------------------------------------------------------
 
@@ -287,8 +290,14 @@ class FreshnessEngine:
     def _index(self, path: str) -> int:
         """Read the file's new lines into its project's index; returns entries read."""
         _, cwd = peek_header(Path(path), self.max_line_bytes)
+        key = escape_surrogates(path)
+        previous = self.paths.get(key)
+        if previous is not None and previous != cwd:  # its header names another project now
+            forget_moved(self._writer(previous), key)
+        if previous != cwd:
+            self.paths.set(key, cwd)
         writer = self._writer(cwd)
-        state = writer.file_state(escape_surrogates(path))
+        state = writer.file_state(key)
         if state is not None:  # known before reading, so a waiting request can tell a rewrite
             self._states[path] = state
         entries = 0
@@ -296,6 +305,7 @@ class FreshnessEngine:
             writer.write(batch.events, state=batch.state, on_set_aside=self._count_set_aside)
             entries += _entries(batch)
             self._states[path] = batch.state
+        self.paths.flush()
         return entries
 
     def _count_set_aside(self, event: object, error: BaseException) -> None:

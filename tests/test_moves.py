@@ -52,3 +52,21 @@ def test_a_changed_cwd_moves_the_session_to_the_new_project(home, tmp_path):
     assert held(home, "/work/before") == (GOOD_IDS, 1, 1)
     assert held(home, "/work/after") == (set(), 0, 0)
     assert index_paths(home, session.parent).events == 0  # settled: a rerun adds nothing
+
+
+def test_the_readers_freshness_engine_moves_it_too(home, tmp_path):
+    from lookback.freshness import engine_for
+    from lookback.settings import load_settings
+
+    session = tmp_path / "moving.jsonl"
+    write(session, "/work/before")
+    engine = engine_for(load_settings({"home": str(home)}, environ={})).start()
+    try:
+        assert engine.ensure(str(session), wait_ms=30_000).state == "indexed"
+        assert held(home, "/work/before") == (GOOD_IDS, 1, 1)
+        write(session, "/work/after-and-longer")  # a new header: the file was rewritten
+        assert engine.ensure(str(session), wait_ms=30_000).state == "indexed"
+    finally:
+        engine.close()
+    assert held(home, "/work/after-and-longer") == (GOOD_IDS, 1, 1)
+    assert held(home, "/work/before") == (set(), 0, 0)
