@@ -47,7 +47,8 @@ class ProjectWriter:
             generation = self.project.current_generation()
             path = self.project.generation_path(generation or 1)
             try:
-                self.connection = open_writer(path, cwd=cwd, namespace=namespace, bulk=bulk)
+                self.connection = open_writer(path, cwd=cwd, namespace=namespace, bulk=bulk,
+                                              project=self.project.name)
             except apsw.Error as error:
                 raise translate(error, f"project {self.project.name}",
                             self.project.name) from error

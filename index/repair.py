@@ -19,7 +19,7 @@ import apsw
 from lookback.index.layout import ProjectDir
 from lookback.index.project import acquire_lock
 from lookback.index.rebuild import RebuildReport, rebuild_locked
-from lookback.index.store import IndexUnavailable, open_reader, open_writer
+from lookback.index.store import IndexUnavailable, file_problem, open_reader, open_writer
 
 #: The suffix damaged files get when they are moved aside.
 DAMAGED = ".damaged"
@@ -36,6 +36,9 @@ def check(project: ProjectDir, *, thorough: bool = False) -> str | None:
         return "no live index (CURRENT is missing or unreadable)"
     if not path.is_file():
         return f"the live index file {path.name} is missing"
+    problem = file_problem(path)
+    if problem is not None:
+        return f"the index is damaged: {problem}"
     try:
         connection = open_reader(path)
     except IndexUnavailable as error:

@@ -105,9 +105,49 @@ def driver_errors(where: str = "index") -> Iterator[None]:
         raise translate(error, where) from error
 
 
+_MAGIC = b"SQLite format 3\0"
+
+
+def file_problem(path: Path) -> str | None:
+    """What is visibly wrong with an existing index file from its 100-byte header
+    (not a database, or shorter than the header says: truncated); None otherwise.
+
+    SQLite itself notices a truncated file only when it reads a missing page, and a
+    writer's ``CREATE TABLE IF NOT EXISTS`` would even recreate a lost table.
+    """
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+            size = os.fstat(handle.fileno()).st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None  # created, not written yet
+    if len(header) < 100 or not header.startswith(_MAGIC):
+        return "not an index file (its header is not SQLite's)"
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    valid = pages and header[92:96] == header[24:28]
+    if valid and pages * page_size > size:
+        return f"truncated ({size:,} of {pages * page_size:,} bytes)"
+    return None
+
+
+def _check_file(path: Path, project: str | None = None) -> None:
+    problem = file_problem(path)
+    if problem is not None:
+        command = "lookback reindex --repair" + (f" --project {project}" if project else "")
+        raise IndexCorrupt(f"{project and f'project {project}' or path}: the index is "
+                           f"damaged: {problem}; repair it with `{command}`")
+
+
 def open_writer(path: Path, *, cwd: str | None = None, namespace: str = "",
-                bulk: bool = False) -> apsw.Connection:
+                bulk: bool = False, project: str | None = None) -> apsw.Connection:
     """Open (creating if needed) an index file for writing, schema in place.
+
+    Raises IndexCorrupt for a file that is visibly damaged (``file_problem``;
+    ``project``, the folder name, goes into the repair hint).
 
     ``bulk`` (a ``lookback index`` run, which calls ``sync_all`` at its end): a file
     this call creates is written without fsyncs (``synchronous=OFF``) — creating an
@@ -116,6 +156,7 @@ def open_writer(path: Path, *, cwd: str | None = None, namespace: str = "",
     run's final sync may leave the new file damaged (``lookback reindex --repair``).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    _check_file(path, project)
     creating = bulk and not path.exists()
     if creating:
         _write_empty_index(path)
@@ -130,7 +171,12 @@ def open_writer(path: Path, *, cwd: str | None = None, namespace: str = "",
 
 
 def open_reader(path: Path) -> apsw.Connection:
-    """Open an index file read-only (raises IndexUnavailable when it cannot)."""
+    """Open an index file read-only (raises IndexUnavailable when it cannot).
+
+    No ``file_problem`` check here: while the writer checkpoints, the header may run
+    ahead of the file's size for a moment, and a reader must not call that damage
+    (the writer checks under its lock, where no checkpoint runs).
+    """
     try:
         connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
         connection.set_busy_timeout(BUSY_TIMEOUT_MS)

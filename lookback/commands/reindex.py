@@ -78,9 +78,11 @@ def _rebuild(project: ProjectDir) -> None:
 
 
 def _explain(project: ProjectDir, error: LookbackError) -> str:
-    if isinstance(error, IndexCorrupt):
-        return (f"{project.name}: the index is damaged and cannot be rebuilt from itself; "
-                f"repair it with `lookback reindex --repair --project {project.name}`")
+    problem = check(project) if isinstance(error, IndexUnavailable) else None
+    if isinstance(error, IndexCorrupt) or problem is not None:
+        return (f"{project.name}: {problem or 'the index is damaged'}; it cannot be rebuilt "
+                f"from itself: repair it with `lookback reindex --repair --project "
+                f"{project.name}`")
     if isinstance(error, IndexUnavailable) and project.name not in str(error):
         return f"{project.name}: {error}"
     return str(error)
