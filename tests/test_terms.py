@@ -338,3 +338,29 @@ def test_term_count_is_capped_keeping_specific_kinds():
 
 def test_non_string_input_has_no_terms():
     assert not extract_terms(None).has_topic  # type: ignore[arg-type]
+
+
+def test_skipping_passes_by_their_substrings_changes_no_result(monkeypatch):
+    """The cheap ``in`` tests only skip passes that could not match (real messages)."""
+    import json
+
+    from lookback.query.text import terms as module
+
+    from tests.support import fixture_path
+
+    messages = ["see src\\utils\\a.py, C:\\x\\y.txt, HTTP 404, SIGKILL, E0502, `a`",
+                'run --dry-run -n "quoted" «tipo» foo.bar() TypeError SQLITE_BUSY ENOENT']
+    for name in ("before-compaction.jsonl", "large-session.jsonl"):
+        for line in fixture_path(name).read_text().splitlines():
+            entry = json.loads(line)
+            content = entry.get("message", {}).get("content") if entry.get(
+                "type") == "message" else None
+            if isinstance(content, list):
+                content = " ".join(b.get("text", "") for b in content if isinstance(b, dict)
+                                   and isinstance(b.get("text"), str))
+            if isinstance(content, str) and content:
+                messages.append(content[:5000])
+    fast = [module.extract_terms(message) for message in messages]
+    monkeypatch.setattr(module, "_PASSES",
+                        tuple((pattern, take, None) for pattern, take, _ in module._PASSES))
+    assert [module.extract_terms(message) for message in messages] == fast

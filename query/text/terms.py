@@ -426,28 +426,32 @@ def _word(match: regex.Match[str]) -> list[tuple[str, str]]:
     return [(word, KEYWORD)]
 
 
-_PASSES: tuple[tuple[regex.Pattern[str], Callable], ...] = (
-    (_BACKTICKED, _backticked),
-    (_QUOTED, _quoted),
-    (_URL, _url),
-    (_WINDOWS_PATH, _path),
-    (_UNIX_PATH, _path),
-    (_WINDOWS_RELATIVE_PATH, _path),
-    (_ROOTED_WORD, _rooted_word),
-    (_BARE_FILE, _file),
-    (_DOTFILE, _file),
-    (_KNOWN_FILE, _file),
-    (_LONG_FLAG, _flag),
-    (_SHORT_FLAG, _flag),
-    (_HTTP_STATUS, _error),
-    (_ERRNO, _error),
-    (_SIGNAL, _error),
-    (_UPPER_SNAKE, _upper_snake),
-    (_CODE_WITH_NUMBER, _code_with_number),
-    (_QUALIFIED, _qualified),
-    (_CALL, _call),
-    (_EXCEPTION_NAME, _error),
-    (_WORD, _word),
+#: Each pass: its pattern, what it records, and substrings of which the text must hold
+#: at least one for the pattern to match at all (None: no such cheap test). The test
+#: is ``in`` (C speed); blanking only removes characters, so a pass skipped because
+#: its substrings are gone could not have matched.
+_PASSES: tuple[tuple[regex.Pattern[str], Callable, tuple[str, ...] | None], ...] = (
+    (_BACKTICKED, _backticked, ("`",)),
+    (_QUOTED, _quoted, ('"', "“", "„", "«", "‹", "「", "『", "‘", "'")),
+    (_URL, _url, ("://",)),
+    (_WINDOWS_PATH, _path, (":",)),
+    (_UNIX_PATH, _path, ("/",)),
+    (_WINDOWS_RELATIVE_PATH, _path, ("\\",)),
+    (_ROOTED_WORD, _rooted_word, ("/",)),
+    (_BARE_FILE, _file, (".",)),
+    (_DOTFILE, _file, (".",)),
+    (_KNOWN_FILE, _file, None),
+    (_LONG_FLAG, _flag, ("--",)),
+    (_SHORT_FLAG, _flag, ("-",)),
+    (_HTTP_STATUS, _error, ("HTTP", "tatus")),
+    (_ERRNO, _error, ("E",)),
+    (_SIGNAL, _error, ("SIG",)),
+    (_UPPER_SNAKE, _upper_snake, ("_",)),
+    (_CODE_WITH_NUMBER, _code_with_number, None),
+    (_QUALIFIED, _qualified, (".", ":")),
+    (_CALL, _call, ("()",)),
+    (_EXCEPTION_NAME, _error, ("Error", "Exception", "Warning")),
+    (_WORD, _word, None),
 )
 
 
@@ -469,8 +473,9 @@ def extract_terms(message: str) -> QueryTerms:
     if not isinstance(message, str) or not message:
         return QueryTerms()
     scanner = _Scanner(message)
-    for pattern, classify in _PASSES:
-        scanner.take(pattern, classify)
+    for pattern, classify, needs in _PASSES:
+        if needs is None or any(needed in scanner.text for needed in needs):
+            scanner.take(pattern, classify)
     rank = {kind: index for index, kind in enumerate(KIND_ORDER)}
     ordered = sorted(scanner.found, key=lambda found: (rank[found.kind], found.position))
     terms: list[Term] = []
