@@ -134,9 +134,10 @@ _PREPARED: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
 
 
 def _phrases(api: apsw.FTS5ExtensionApi) -> int:
+    columns = api.phrase_columns  # one attribute lookup: this runs per row and phrase
     mask = 0
     for number in range(api.phrase_count):
-        if api.phrase_columns(number):
+        if columns(number):
             mask |= 1 << number
     return mask
 
