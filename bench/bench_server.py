@@ -14,6 +14,11 @@ Indexes a corpus of the fixtures' real text (bench/corpus.py), then times, warm:
 The request names an explicit branch and a context of the last 20 entries, like the
 Pi extension, so the earlier entries are eligible evidence. Reports p50/p95/max in ms
 and the HTTP overhead (p50 of the HTTP path minus p50 in process).
+
+Wall-clock figures need a quiet machine. CPU time does not: ``cpu_ms_per_request``
+is the CPU the server process spends per request (every thread, Linux schedstat)
+against the in-process call's, so ``cpu_overhead_ms`` is what serving over HTTP
+costs in CPU even on a loaded machine (the client's own CPU is not counted).
 """
 
 from __future__ import annotations
@@ -62,6 +67,16 @@ class Server:
         assert response.status == 200, response.status
         response.read()
 
+    def cpu_ns(self) -> int:
+        """CPU time of every thread of the server process so far (nanoseconds)."""
+        total = 0
+        for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError):  # a thread that just ended
+                continue
+        return total
+
     def close(self) -> None:
         self.connection.close()
         self.process.terminate()
@@ -79,6 +94,17 @@ def interleaved(calls: dict, runs: int, warmup: int = 10) -> dict[str, list[floa
             if round_number >= warmup:
                 samples[name].append((time.perf_counter() - started) * 1000)
     return samples
+
+
+def cpu_per_call(calls: dict, cpu: dict, runs: int) -> dict[str, float]:
+    """Milliseconds of CPU per call: ``cpu[name]()`` is a CPU clock in nanoseconds."""
+    spent = {}
+    for name, call in calls.items():
+        started = cpu[name]()
+        for _ in range(runs):
+            call()
+        spent[name] = round((cpu[name]() - started) / runs / 1e6, 3)
+    return spent
 
 
 def free_port() -> int:
@@ -136,12 +162,16 @@ def main() -> None:
         extra = dict(item.split("=", 1) for item in args.server_env)
         uncached = Server({**environ, **extra, "LOOKBACK_SERVER__CACHE_ENTRIES": "0"})
         cached = Server({**environ, **extra})
+        calls = {
+            "in_process_ms": lambda: api.retrieve(request, settings=settings, reader=reader),
+            "http_cache_off_ms": lambda: uncached.retrieve(body),
+            "http_cached_ms": lambda: cached.retrieve(body),
+        }
         try:
-            samples = interleaved({
-                "in_process_ms": lambda: api.retrieve(request, settings=settings, reader=reader),
-                "http_cache_off_ms": lambda: uncached.retrieve(body),
-                "http_cached_ms": lambda: cached.retrieve(body),
-            }, args.runs)
+            samples = interleaved(calls, args.runs)
+            cpu = cpu_per_call(calls, {"in_process_ms": time.thread_time_ns,
+                                       "http_cache_off_ms": uncached.cpu_ns,
+                                       "http_cached_ms": cached.cpu_ns}, args.runs)
         finally:
             uncached.close()
             cached.close()
@@ -154,6 +184,10 @@ def main() -> None:
     paired = [h - i for h, i in zip(samples["http_cache_off_ms"], samples["in_process_ms"],
                                     strict=True)]
     results["overhead_paired_p50_ms"] = round(statistics.median(paired), 3)
+    results["cpu_ms_per_request"] = {"in_process": cpu["in_process_ms"],
+                                     "server_cache_off": cpu["http_cache_off_ms"],
+                                     "server_cached": cpu["http_cached_ms"]}
+    results["cpu_overhead_ms"] = round(cpu["http_cache_off_ms"] - cpu["in_process_ms"], 3)
     print(json.dumps(results, indent=2))
 
 
