@@ -15,10 +15,11 @@ Fail-open: a missing or slow reader, an unindexed session, a bad answer, bad inp
 anything at all — prints nothing and exits 0, so Claude Code goes on unchanged.
 
 Cost: Claude Code waits for the hook on every prompt, so this file imports only the
-standard library (no ``lookback`` package, no ``http.client``) and can run as a plain
-script under ``python -S -I``, which skips ``site`` and the environment: that is the
-command ``lookback install claude-code`` writes. ``lookback hook claude-code`` runs the
-same code through the CLI (slower to start). bench/bench_claude_hook.py measures both.
+standard library (no ``lookback`` package, no ``http.client`` or ``urllib``, no IDNA
+codec) and can run as a plain script under ``python -S -I``, which skips ``site`` and
+the environment: that is the command ``lookback install claude-code`` writes.
+``lookback hook claude-code`` runs the same code through the CLI (slower to start).
+bench/bench_claude_hook.py measures both.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import os
 import socket
 import sys
 import time
-from urllib.parse import urlsplit
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 DEFAULT_PROVIDER = "anthropic"
@@ -115,21 +115,54 @@ def post_json(url: str, path: str, body: dict, *, deadline: float,
               token: str | None = None) -> object:
     """POST ``body`` as JSON and parse the JSON answer, all before ``deadline``
     (``time.monotonic()``). A plain HTTP/1.1 exchange on one socket."""
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname:
-        raise HookSkipped("reader URL must be http://host:port")
+    host, port, base = split_url(url)
     payload = json.dumps(body, ensure_ascii=False).encode()
-    head = [f"POST {parts.path.rstrip('/')}{path} HTTP/1.1",
-            f"Host: {parts.netloc}", "Content-Type: application/json",
-            f"Content-Length: {len(payload)}", "Connection: close"]
+    head = [f"POST {base}{path} HTTP/1.1", f"Host: {host}:{port}",
+            "Content-Type: application/json", f"Content-Length: {len(payload)}",
+            "Connection: close"]
     if token:
         head.append(f"Authorization: Bearer {token}")
     request = ("\r\n".join(head) + "\r\n\r\n").encode() + payload
-    with socket.create_connection((parts.hostname, parts.port or 80),
-                                  timeout=_left(deadline)) as connection:
+    with _connect(host, port, deadline) as connection:
         connection.sendall(request)
         answer = _read_all(connection, deadline)
     return _parse_http(answer)
+
+
+def split_url(url: str) -> tuple[str, int, str]:
+    """(host, port, path prefix) of ``http://host[:port][/prefix]`` (``urllib.parse``
+    would cost an import on every prompt)."""
+    if not url.startswith("http://"):
+        raise HookSkipped("reader URL must be http://host:port")
+    netloc, slash, prefix = url[len("http://"):].partition("/")
+    host, port = netloc, "80"
+    if netloc.startswith("["):  # [::1]:8765
+        host, _, rest = netloc[1:].partition("]")
+        port = rest.removeprefix(":") or port
+    elif ":" in netloc:
+        host, _, port = netloc.rpartition(":")
+    if not host or not port.isdigit():
+        raise HookSkipped("reader URL must be http://host:port")
+    return host, int(port), (slash + prefix).rstrip("/")
+
+
+def _connect(host: str, port: int, deadline: float) -> socket.socket:
+    """A connected socket. The host goes to getaddrinfo as bytes: a str would be encoded
+    with the IDNA codec, whose import (stringprep, unicodedata) costs more than the rest."""
+    try:
+        name: str | bytes = host.encode("ascii")
+    except UnicodeEncodeError:
+        name = host
+    family, kind, proto, _, address = socket.getaddrinfo(name, port,
+                                                         type=socket.SOCK_STREAM)[0]
+    connection = socket.socket(family, kind, proto)
+    try:
+        connection.settimeout(_left(deadline))
+        connection.connect(address)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
 
 
 def _left(deadline: float) -> float:

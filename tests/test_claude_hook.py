@@ -220,6 +220,20 @@ def test_install_print_shows_the_snippet(capsys, home, monkeypatch):
     assert capsys.readouterr().out.count("--max-tokens 800") == 1
 
 
+@pytest.mark.parametrize("url, parts", [
+    ("http://127.0.0.1:8765", ("127.0.0.1", 8765, "")),
+    ("http://localhost:9/lookback/", ("localhost", 9, "/lookback")),
+    ("http://[::1]:8765", ("::1", 8765, "")), ("http://example.org", ("example.org", 80, ""))])
+def test_reader_urls(url, parts):
+    assert claude_hook.split_url(url) == parts
+
+
+@pytest.mark.parametrize("url", ["https://x:1", "http://:80", "http://x:port", "ftp://x"])
+def test_unusable_reader_urls_are_skipped(url):
+    with pytest.raises(claude_hook.HookSkipped):
+        claude_hook.split_url(url)
+
+
 def test_hook_command_quotes_paths():
     from lookback.settings import load_settings
 
