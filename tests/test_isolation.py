@@ -253,3 +253,20 @@ def test_the_watcher_keeps_going_past_bad_lines(home, tmp_path):
         watcher._last_rescan = float("-inf")  # noqa: SLF001 - force the rescan now
         assert watcher.poll().errors == []
     assert {"bad-1", "bad-2"} <= set(rows(home, V3_CWD))
+
+
+def test_the_readers_freshness_engine_indexes_good_lines_beside_bad_ones(home, tmp_path):
+    """What ``lookback serve`` does for a retrieve or a nudge in embedded mode."""
+    from lookback.freshness import engine_for
+    from lookback.settings import load_settings
+
+    lines = fixture_path("pi-session-v3.jsonl").read_text().splitlines()
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(("\n".join([*lines[:5], *BAD_LINES.values(), *lines[5:]]) + "\n")
+                     .encode("utf-8", "surrogateescape"))
+    engine = engine_for(load_settings({"home": str(home)}, environ={})).start()
+    try:
+        assert engine.ensure(str(path), wait_ms=60_000).state == "indexed"
+    finally:
+        engine.close()
+    assert GOOD_V3_IDS | {"bad-1", "bad-\\ud83d"} <= set(rows(home, V3_CWD))
