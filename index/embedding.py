@@ -103,14 +103,27 @@ def _make_minilm() -> EmbeddingPort:
     return MiniLMEmbedder()
 
 
+def _make_minilm_onnx() -> EmbeddingPort:
+    from lookback.index.embedding_onnx import minilm_onnx
+
+    return minilm_onnx()
+
+
 #: Embedder names accepted by :func:`get_embedder`, with their factories.
 EMBEDDERS: dict[str, Callable[[], EmbeddingPort]] = {
     "hashing": _make_hashing,
     "minilm": _make_minilm,
+    "minilm-onnx": _make_minilm_onnx,
 }
 
 _cache: dict[str, EmbeddingPort] = {}
 _cache_lock = threading.Lock()
+
+
+def is_loaded(name: str) -> bool:
+    """True when :func:`get_embedder` has ``name`` loaded already (the next call is free)."""
+    with _cache_lock:
+        return name in _cache
 
 
 def get_embedder(name: str) -> EmbeddingPort:

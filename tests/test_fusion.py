@@ -54,17 +54,17 @@ def test_vectors_reorder_only_within_the_other_tier() -> None:
     # (1st, none); semantic ranks count twice by default, so the vectors' favourite leads.
     assert keys(result)[3:] == ["00000008", "00000006", "00000003"]
     by_key = {c.key[1]: c for c in result}
-    assert by_key["00000006"].fused == pytest.approx(1 / 62 + 2 / 62)
-    assert by_key["00000008"].fused == pytest.approx(1 / 63 + 2 / 61)
-    assert by_key["00000003"].fused == pytest.approx(1 / 61)
+    assert by_key["00000006"].fused == pytest.approx(1 / 7 + 2 / 7)
+    assert by_key["00000008"].fused == pytest.approx(1 / 8 + 2 / 6)
+    assert by_key["00000003"].fused == pytest.approx(1 / 6)
 
 
 def test_plain_rrf_with_equal_weights() -> None:
     result = fuse(LEXICAL, [(key("00000008"), 0.8), (key("00000006"), 0.7)],
                   semantic_weight=1.0)
     by_key = {c.key[1]: c for c in result}
-    assert by_key["00000006"].fused == pytest.approx(1 / 62 + 1 / 62)
-    assert by_key["00000008"].fused == pytest.approx(1 / 63 + 1 / 61)
+    assert by_key["00000006"].fused == pytest.approx(1 / 7 + 1 / 7)
+    assert by_key["00000008"].fused == pytest.approx(1 / 8 + 1 / 6)
     with pytest.raises(ValueError, match="semantic_weight"):
         fuse(LEXICAL, [], semantic_weight=0)
 
@@ -131,3 +131,31 @@ def test_ties_break_by_timestamp_then_key() -> None:
 def test_bad_input_gets_a_clear_error(lexical, semantic, k, message) -> None:
     with pytest.raises(ValueError, match=message):
         fuse(lexical, semantic, k=k)
+
+
+def _weak_matches(count: int) -> list[Candidate]:
+    """``count`` FTS-only candidates of falling lexical score (one keyword each, say)."""
+    return [Candidate(key(f"w{n:03d}"), "other", 40.0 - n, 1_765_233_000_000 + n)
+            for n in range(count)]
+
+
+def test_the_vectors_best_find_is_not_pushed_out_by_weak_keyword_matches() -> None:
+    # Twenty weak keyword matches, the last ten of which the vectors also rank lower:
+    # the vectors' favourite, which no keyword matched, stays ahead of every entry that
+    # only keywords found (with k = 60 the first 8 of them came first).
+    semantic = [(key("found"), 0.72)] + [(key(f"w{n:03d}"), 0.30 - n / 100)
+                                          for n in range(10, 20)]
+    result = fuse(_weak_matches(20), semantic)
+    order = keys(result)
+    assert order.index("found") < min(order.index(f"w{n:03d}") for n in range(10))
+    assert order.index("found") <= 1
+    flat = keys(fuse(_weak_matches(20), semantic, k=60))
+    assert flat.index("found") > 5
+
+
+def test_the_best_keyword_match_is_not_pushed_out_by_middling_vector_hits() -> None:
+    # The top keyword match, which the vectors do not rank, against 24 vector-only hits:
+    # it counts as much as the seventh of them (1 / (5 + 1) == 2 / (5 + 7)).
+    semantic = [(key(f"v{n:03d}"), 0.9 - n / 100) for n in range(24)]
+    result = fuse(_weak_matches(1), semantic)
+    assert keys(result).index("w000") <= 7

@@ -31,9 +31,12 @@ CWD = "/Users/badlogic/workspaces/pi-mono"
 SESSION = "ffae836b-9420-4060-ac13-7745215f90ff"
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "semantic_golden.json").read_text())
 
-#: recall@5 (hits out of 12) hybrid must reach, per embedder; lexical finds none.
-MIN_HYBRID_HITS = {"hashing": 2, "minilm": 5}
+HELDOUT = json.loads((Path(__file__).parent / "fixtures" / "semantic_heldout.json").read_text())
 
+#: Hybrid hits@5 each embedder must reach: (golden, out of 12; held-out, out of 20).
+#: Lexical retrieval finds at most one of them. Measured (docs/semantic.md): hashing
+#: 4/12 and 3/20, minilm-onnx 10/12 and 10/20.
+MIN_HYBRID_HITS = {"hashing": (2, 2), "minilm-onnx": (8, 9)}
 
 def _index(home: Path, embedder: str | None = "hashing") -> None:
     index_paths(home, BEFORE)
@@ -62,23 +65,40 @@ def _index_file(home: Path) -> Path:
     return project_dir(home, CWD).index_path()
 
 
-@pytest.mark.parametrize("name", ["hashing", pytest.param("minilm", marks=pytest.mark.minilm)])
-def test_golden_recall_at_5_hybrid_beats_lexical(home: Path, name: str) -> None:
-    _index(home, name)
+@pytest.mark.parametrize("name", ["hashing",
+                                  pytest.param("minilm-onnx", marks=pytest.mark.minilm)])
+def test_paraphrase_recall_at_5_hybrid_beats_lexical(home: Path, name: str,
+                                                      monkeypatch) -> None:
+    # Bounded work: MiniLM runs on onnxruntime and embeds the first 4 chunks of each
+    # entry (1,743 chunks of the 990 entries, against 3,992 for numpy MiniLM before).
+    # Recall is what is measured, so a busy machine must not turn answers into
+    # fallbacks: the 250 ms budget has its own test below.
+    monkeypatch.setattr("lookback.query.semantic.hybrid.DEFAULT_TIMEOUT_MS", 60_000.0)
+    index_paths(home, BEFORE)
     ask = _asker(home, name)
-    hits = {"lexical": 0, "hybrid": 0}
-    for case in GOLDEN["cases"]:
-        lexical = ask(case["question"], semantic=False)
-        hybrid = ask(case["question"], semantic=True)
-        assert hybrid["diagnostics"]["warnings"] == []
-        assert hybrid["diagnostics"]["semantic"]["used"] is True
-        hits["lexical"] += case["answer"] in _ids(lexical)[:5]
-        hits["hybrid"] += case["answer"] in _ids(hybrid)[:5]
-    total = len(GOLDEN["cases"])
-    print(f"\n{name}: recall@5 lexical {hits['lexical']}/{total}, "
-          f"hybrid {hits['hybrid']}/{total}")
-    assert hits["hybrid"] >= MIN_HYBRID_HITS[name]
-    assert hits["hybrid"] > hits["lexical"]
+    lexical_before = {case["question"]: _ids(ask(case["question"], semantic=False))
+                      for case in GOLDEN["cases"] + HELDOUT["cases"]}
+    build_embeddings(home, CWD, get_embedder(name))
+    database = open_reader(_index_file(home))
+    entries = branch(database, SESSION, "v1:1002")
+    allowed = {e.entry_id for e in entries} - {e.entry_id for e in context_entries(entries)}
+    database.close()
+    found = []
+    for cases in (GOLDEN["cases"], HELDOUT["cases"]):
+        hits = {"lexical": 0, "hybrid": 0}
+        for case in cases:
+            lexical = ask(case["question"], semantic=False)
+            hybrid = ask(case["question"], semantic=True)
+            assert _ids(lexical) == lexical_before[case["question"]]  # vectors change nothing
+            assert hybrid["diagnostics"]["warnings"] == []
+            assert hybrid["diagnostics"]["semantic"]["used"] is True
+            assert set(_ids(hybrid)) <= allowed  # never the live context or another branch
+            hits["lexical"] += case["answer"] in _ids(lexical)[:5]
+            hits["hybrid"] += case["answer"] in _ids(hybrid)[:5]
+        assert hits["hybrid"] > hits["lexical"]
+        found.append(hits["hybrid"])
+    print(f"\n{name}: hybrid hits@5 golden {found[0]}/12, held-out {found[1]}/20")
+    assert found[0] >= MIN_HYBRID_HITS[name][0] and found[1] >= MIN_HYBRID_HITS[name][1]
 
 
 def test_exact_hits_keep_their_tiers_and_places(home: Path) -> None:

@@ -1,0 +1,146 @@
+"""Recall of paraphrased questions: lexical, hybrid and vectors alone, per embedder.
+
+    python bench/bench_semantic_recall.py [--set heldout|golden] [--embedders hashing minilm-onnx]
+                                          [--home DIR]
+
+The real fixture ``before-compaction.jsonl`` is indexed, each embedder's vectors
+are built with ``index.embeddings.build_embeddings`` (timed: the embedding rate in
+chunks/s), then every question of the set is asked through ``lookback.api.retrieve``
+at the session's leaf, lexical (``semantic: false``) and hybrid (``semantic: true``).
+Reported per embedder: hit@5 and MRR (reciprocal rank of the answer in the
+evidence, 0 when absent) for both modes, and for the vectors alone (the answer's
+rank among all entries in the allowed scope, by best chunk similarity).
+
+Every hybrid answer is also checked: no evidence entry may be in the live context
+or off the branch. ``--set golden`` is the tuning set (fusion weights were chosen on
+it); ``--set heldout`` (default) was never tuned on and is the one to report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from lookback.index.embedding import EmbeddingPort, get_embedder  # noqa: E402
+from lookback.index.embeddings import Stamp, build_embeddings, decode  # noqa: E402
+from lookback.index.layout import project_dir  # noqa: E402
+from lookback.index.store import open_reader  # noqa: E402
+from lookback.index.tree import branch, context_entries  # noqa: E402
+from lookback.query.search.reader import IndexReader  # noqa: E402
+from lookback.query.semantic import hybrid  # noqa: E402
+
+from lookback.api import retrieve  # noqa: E402
+from lookback.settings import load_settings  # noqa: E402
+from tests.support import fixture_path, index_paths  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
+SETS = {"heldout": FIXTURES / "semantic_heldout.json",
+        "golden": FIXTURES / "semantic_golden.json"}
+SESSION_FILE = fixture_path("before-compaction.jsonl")
+CWD = "/Users/badlogic/workspaces/pi-mono"
+SESSION = "ffae836b-9420-4060-ac13-7745215f90ff"
+LEAF = "v1:1002"
+
+
+def reciprocal_rank(answer: str, ranked: list[str]) -> float:
+    return 1.0 / (ranked.index(answer) + 1) if answer in ranked else 0.0
+
+
+class Scope:
+    """The entries retrieval may return at the leaf: on the branch, not in context."""
+
+    def __init__(self, home: Path) -> None:
+        database = open_reader(project_dir(home, CWD).index_path())
+        entries = branch(database, SESSION, LEAF)
+        in_context = {entry.entry_id for entry in context_entries(entries)}
+        self.allowed = {entry.entry_id for entry in entries} - in_context
+        self.in_context = in_context
+        database.close()
+
+
+def vector_ranking(home: Path, embedder: EmbeddingPort, question: str,
+                   allowed: set[str]) -> list[str]:
+    """Entry ids of the allowed scope, by best chunk similarity less the chunk-count
+    penalty (``hybrid.CHUNK_PENALTY``), as the hybrid step ranks them."""
+    database = open_reader(project_dir(home, CWD).index_path())
+    current, params = Stamp.of(embedder).sql()
+    rows = database.execute(
+        f"SELECT e.entry_id, v.vector FROM embeddings v JOIN entries e ON "
+        f"e.session_id = v.session_id AND e.entry_id = v.entry_id "
+        f"WHERE v.session_id = ? AND {current}", [SESSION, *params]).fetchall()
+    database.close()
+    rows = [row for row in rows if row[0] in allowed]
+    matrix = decode([row[1] for row in rows], embedder.dimensions)
+    similarity = matrix @ embedder.embed([question])[0]
+    best: dict[str, float] = {}
+    chunks: dict[str, int] = {}
+    for (entry_id, _), value in zip(rows, similarity, strict=True):
+        best[entry_id] = max(best.get(entry_id, -2.0), float(value))
+        chunks[entry_id] = chunks.get(entry_id, 0) + 1
+    score = {entry_id: value - hybrid.CHUNK_PENALTY * math.log(chunks[entry_id])
+             for entry_id, value in best.items()}
+    return sorted(score, key=lambda entry_id: (-score[entry_id], entry_id))
+
+
+def measure(home: Path, name: str, cases: list[dict], scope: Scope) -> dict:
+    embedder = get_embedder(name)
+    started = time.perf_counter()
+    report = build_embeddings(home, CWD, embedder)
+    seconds = time.perf_counter() - started
+    settings = load_settings({"home": str(home), "retrieval": {"embedder": name}}, environ={})
+    reader = IndexReader(home)
+    scores = {mode: {"hit5": 0, "mrr": 0.0} for mode in ("lexical", "hybrid", "vectors")}
+    leaks = 0
+    for case in cases:
+        ranked = {}
+        for mode, semantic in (("lexical", False), ("hybrid", True)):
+            response = retrieve({"session_file": str(SESSION_FILE), "message": case["question"],
+                                 "semantic": semantic}, settings=settings, reader=reader)
+            ids = [item["entry_id"] for item in response["evidence"]]
+            leaks += sum(1 for entry_id in ids if entry_id not in scope.allowed)
+            if semantic and response["diagnostics"]["warnings"]:
+                print(f"  warning: {response['diagnostics']['warnings']}")
+            ranked[mode] = ids
+        ranked["vectors"] = vector_ranking(home, embedder, case["question"], scope.allowed)
+        for mode, ids in ranked.items():
+            scores[mode]["hit5"] += case["answer"] in ids[:5]
+            scores[mode]["mrr"] += reciprocal_rank(case["answer"], ids)
+    total = len(cases)
+    for mode in scores.values():
+        mode["mrr"] = round(mode["mrr"] / total, 3)
+    return {"embedder": name, "cases": total, "chunks": report.chunks,
+            "embed_seconds": round(seconds, 1),
+            "chunks_per_s": round(report.chunks / seconds, 1) if report.chunks else None,
+            "leaks": leaks, **scores}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--set", choices=sorted(SETS), default="heldout")
+    parser.add_argument("--embedders", nargs="+", default=["hashing", "minilm-onnx"])
+    parser.add_argument("--home", type=Path, help="reuse this home (keeps built vectors)")
+    parser.add_argument("--budget-ms", type=float, default=10_000.0,
+                        help="semantic time budget: recall, not latency, is measured here, so a "
+                             "busy machine must not turn answers into lexical fallbacks")
+    args = parser.parse_args()
+    hybrid.DEFAULT_TIMEOUT_MS = args.budget_ms
+    cases = json.loads(SETS[args.set].read_text())["cases"]
+    with tempfile.TemporaryDirectory() as scratch:
+        home = args.home or Path(scratch)
+        if project_dir(home, CWD).index_path() is None:
+            index_paths(home, SESSION_FILE)
+        scope = Scope(home)
+        for name in args.embedders:
+            result = measure(home, name, cases, scope)
+            print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
