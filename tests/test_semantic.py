@@ -246,3 +246,29 @@ def test_lookback_index_embed_builds_the_vectors(home: Path, tmp_path: Path, cap
     database.close()
     assert main(["--config", str(config), "index", "--embed", "--queue", str(BEFORE)]) == 2
     assert "service mode" in capsys.readouterr().err
+
+
+def test_a_cold_process_says_the_model_load_is_why_it_fell_back(home: Path,
+                                                                monkeypatch) -> None:
+    from lookback.index.embedding_hashing import HashingEmbedder
+
+    _index(home)  # hashing vectors: the same model under a new name
+    # A name no call has loaded yet, as in a fresh `lookback retrieve` process.
+    monkeypatch.setitem(embedding.EMBEDDERS, "cold-hashing", HashingEmbedder)
+    monkeypatch.setattr("lookback.query.semantic.hybrid.DEFAULT_TIMEOUT_MS", 0.0)
+    ask = _asker(home, "cold-hashing")
+    message = GOLDEN["cases"][6]["question"]
+    response = ask(message)
+    assert "loading the embedder 'cold-hashing' took" in _warning(response)
+    assert "lookback serve" in _warning(response)
+    assert response["diagnostics"]["semantic"]["load_ms"] >= 0
+    _assert_lexical(ask, message, response)
+    assert "loading" not in _warning(ask(message))  # loaded now: only the budget is named
+
+
+def test_warm_up_loads_the_embedder_and_survives_a_missing_one() -> None:
+    from lookback.index.embedding import is_loaded
+    from lookback.query.semantic.hybrid import warm_up
+
+    assert warm_up("hashing") and is_loaded("hashing")
+    assert warm_up("no-such-model") is False

@@ -107,6 +107,18 @@ def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, 
     return fused
 
 
+def warm_up(embedder_name: str) -> bool:
+    """Load the embedder and embed one text, so a long-lived reader's first semantic
+    call does not pay the model's load (hundreds of ms for MiniLM). False when it
+    cannot load: semantic calls will then fall back, saying why."""
+    try:
+        embedder, _ = _embedder(embedder_name)
+        embedder.embed(["warm up"])
+    except (SemanticFallback, EmbeddingError):
+        return False
+    return True
+
+
 def session_vectors(connection: apsw.Connection, index_file: str, session_id: str,
                     stamp: Stamp, cache: Any) -> SessionVectors:
     """The session's current vectors, cached until another batch is stored."""
