@@ -65,8 +65,8 @@ def _index_file(home: Path) -> Path:
     return project_dir(home, CWD).index_path()
 
 
-# 1,743 chunks take about 40 s on a quiet 2-core machine; 900 s bounds a loaded one
-# (measured: 387 s with the load average at 10).
+# Its 1,743 chunks took 387 s with the load average at 10 (9 agents on 2 cores): 900 s
+# bounds a loaded machine.
 MINILM_SLOW = [pytest.mark.minilm, pytest.mark.timeout(900)]
 
 
