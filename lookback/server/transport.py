@@ -273,7 +273,7 @@ def warm_up() -> None:
 def serve_forever(server: ReaderHTTPServer) -> None:
     """Serve until interrupted, then close the app (flushing the manifest)."""
     warm_up()
-    from lookback.query.semantic.hybrid import warm_up as warm_embedder
+    from lookback.query.semantic import warm_up as warm_embedder
 
     warm_embedder(server.app.settings.retrieval.embedder)  # a model loads in 0.2-1 s
     if server.app.freshness is not None:

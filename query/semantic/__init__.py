@@ -13,6 +13,7 @@ from typing import Any
 #: Public name -> the module of this package that defines it.
 _EXPORTS = {
     "add_semantic": "hybrid",
+    "warm_up": "hybrid",
     "fuse": "fusion",
     "Candidate": "fusion",
     "FusedCandidate": "fusion",
