@@ -80,7 +80,7 @@ class Freshness(Section):
 
     enabled: bool = True
     wait_ms: NonNegative = 200.0  # a request waits at most this long for its file
-    rewrite_wait_ms: NonNegative = 1000.0  # ...or this long when the file was rewritten
+    rewrite_wait_ms: NonNegative = 1200.0  # ...or this long when the file was rewritten
     tail: bool = True  # poll the session folders in the background
     poll_ms: PositiveFloat = 100.0  # hot files are looked at this often
     rescan_seconds: PositiveFloat = 2.0  # every file (and new folders) this often
