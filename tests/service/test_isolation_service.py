@@ -48,3 +48,27 @@ def test_bad_lines_pass_the_producer_the_nudge_and_the_workers(service, workers,
              "every good line of both sessions")
     assert "bad-1" in ids(service)  # the repaired lines too
     assert service.client.hlen(service.config.poison_key(project_key(CWD))) == 0
+
+
+def test_a_worker_sets_aside_an_event_nested_too_deep_and_goes_on(service, workers, tmp_path):
+    """An event no producer of this version writes (100,000 levels deep) reaches the
+    stream; the worker sets it aside and applies the events after it."""
+    from lookback.ingest.reader import read_session
+    from lookback.workers.sink import RedisSink
+
+    path = tmp_path / "deep.jsonl"
+    path.write_text((FIXTURES / "pi-session-v3.jsonl").read_text())
+    batches = list(read_session(str(path)))
+    events = [event for batch in batches for event in batch.events]
+    project = project_key("/workspace/demo")
+    with RedisSink(service.config, service.client) as sink:
+        sink.write(type(batches[0])(events[:4], batches[-1].state))
+        service.client.xadd(service.config.log_key(project),
+                            {b"e": b'{"kind":"entry","payload":' + b"[" * 100_000
+                             + b"]" * 100_000 + b"}"})
+        sink.write(type(batches[0])(events[4:], batches[-1].state))
+    workers.append(service.worker().start())
+    wait_for(lambda: {f"{n:08x}" for n in range(1, 11)} <= {
+        entry_id for _, entry_id, _, _ in indexed_entries(service.home, "/workspace/demo")},
+        60, "the events after the deep one")
+    assert service.client.hlen(service.config.poison_key(project)) == 1
