@@ -18,7 +18,8 @@ asks ``lookback.api.retrieve`` about the fixtures' real user messages, in one pr
 Ratios compare percentiles (p50 to raw p50 / p95 to raw p95). Wall times suffer
 when the machine is busy, so the CPU time of the calling thread is printed too,
 with its own ratios: it is close to what a quiet machine shows. ``--million`` adds the
-1,000,000-message index (about 3 GB of disk and several minutes to build).
+1,000,000-message index (a few GB of temporary disk; about ten minutes to build and
+measure on the busy 2-core development machine).
 """
 
 from __future__ import annotations
