@@ -37,8 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lookback.index.layout import project_dir
 from lookback.index.paths import PathRegistry, forget_moved
 from lookback.index.project import ProjectWriter, WriterBusy
+from lookback.index.store import open_reader
 from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import (
     DEFAULT_MAX_LINE_BYTES,
@@ -211,13 +213,37 @@ class FreshnessEngine:
         return 0 <= grown <= INLINE_MAX_BYTES and not self._rewritten(path)
 
     def _rewritten(self, path: str) -> bool:
-        state = self._states.get(path)
+        state = self._states.get(path) or self._stored_state(path)
         if state is None:
             return False
         try:
             return is_rewritten(path, state)
         except OSError:
             return False
+
+    def _stored_state(self, path: str) -> FileState | None:
+        """What the index says was read of ``path`` — for a file this process has not
+        indexed yet (the reader restarted, or its thread is still busy with others), so a
+        rewrite is told from an append before the index answers with ids Pi no longer has.
+        Read-only; remembered once found."""
+        try:
+            _, cwd = peek_header(Path(path), self.max_line_bytes)
+            index = project_dir(self.home, cwd, self.namespace).index_path()
+            if index is None:
+                return None
+            connection = open_reader(index)
+            try:
+                row = connection.execute("SELECT state FROM files WHERE path = ?",
+                                         (escape_surrogates(path),)).fetchone()
+            finally:
+                connection.close()
+        except Exception:  # no index, no header, a locked or damaged file: not known
+            return None
+        if row is None or row[0] is None:
+            return None
+        state = FileState.from_json(row[0])
+        self._states.setdefault(path, state)
+        return state
 
     # -- queue ------------------------------------------------------------------------
 

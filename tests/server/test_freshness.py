@@ -20,6 +20,7 @@ from lookback.index.project import ProjectWriter
 from lookback import api
 from lookback.freshness import FreshnessConfig, FreshnessEngine, engine_for
 from lookback.server import ReaderApp
+from tests.support import index_paths
 
 from .conftest import FIXTURE, PROMPT, settings_for, write_session
 
@@ -206,3 +207,25 @@ def test_turned_off_or_in_service_mode_the_reader_writes_nothing(home, session_f
         app.close()
     assert engine_for(settings_for(home, redis_url="redis://127.0.0.1:6379/15")) is None
 
+
+
+def test_a_rewrite_of_a_file_indexed_by_another_process_is_never_answered_from(
+        home, tmp_path, project_cwd):
+    """`lookback index` (or an earlier reader) indexed the v1 file; Pi rewrote it; this
+    reader has never seen it and cannot write yet: it must still not answer with v1 ids."""
+    session = tmp_path / "sessions" / "old.jsonl"
+    session.parent.mkdir()
+    v1 = v1_lines(project_cwd)
+    session.write_text("\n".join(v1) + "\n", encoding="utf-8")
+    assert index_paths(home, session).read.entries == 7
+    v3, ids = migrate_like_pi(v1)
+    session.write_text("\n".join(v3) + "\n", encoding="utf-8")
+    app = ReaderApp(settings_for(home, freshness__wait_ms=100, freshness__rewrite_wait_ms=100))
+    try:
+        with ProjectWriter(home, str(project_cwd)):  # the writer lock is taken
+            answer = post(app, "/v1/retrieve", {"session_file": str(session),
+                                                "message": PROMPT, "branch_ids": ids})[1]
+        assert answer["status"] == "not-indexed" and answer["evidence"] == []
+        assert answer["diagnostics"]["freshness"]["state"] == "rewrite-pending"
+    finally:
+        app.close()
