@@ -112,10 +112,13 @@ def main() -> None:
                             results[name].append(ms)
                             for phase, value in phases.items():
                                 steps[name].setdefault(phase, []).append(value)
-        inside = [json.loads(line)["ms"] for line in log.read_text().splitlines()
-                  if '"endpoint": "/v1/retrieve"' in line]
+        lines = [json.loads(line) for line in log.read_text().splitlines()
+                 if '"endpoint": "/v1/retrieve"' in line]
+        inside = {"evidence inserted": [r["ms"] for r in lines if r.get("evidence")],
+                  "none found": [r["ms"] for r in lines if not r.get("evidence")]}
     print(json.dumps({"pi context handler (ms)": {k: percentiles(v) for k, v in results.items()},
-                      "reader's own time per /v1/retrieve (ms)": percentiles(inside),
+                      "reader's own time per /v1/retrieve (ms)": {
+                          k: percentiles(v) for k, v in inside.items()},
                       "p50 per step (ms)": {k: {p: round(statistics.median(v), 2)
                                                 for p, v in phases.items()}
                                             for k, phases in steps.items()},
