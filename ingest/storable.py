@@ -78,9 +78,3 @@ def millis(value: Any) -> int | None:
         return None
     return int(value)
 
-
-def small_int(value: Any, low: int, high: int) -> int | None:
-    """An int within [low, high], else None (bools are not ints here)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if low <= value <= high else None
