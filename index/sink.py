@@ -160,11 +160,16 @@ class EmbeddedSink:
             except apsw.Error:
                 pass
 
+    def idle(self) -> None:
+        """Between a watcher's rounds: commit, release every writer lock, and forget the
+        failures, so the next round tries those projects again (say, after a repair)."""
+        self.close()
+        self.failures.clear()
+
     def close(self) -> None:
-        """Commit, close every writer and forget the failures (a later round retries)."""
+        """Commit and close every writer (``failures`` keeps what went wrong)."""
         try:
             self.flush()
-            self.failures.clear()
         finally:
             self.paths.close()
             while self._writers:

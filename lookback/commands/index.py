@@ -65,7 +65,11 @@ def run(args: argparse.Namespace) -> int:
     _summary(report, time.monotonic() - started, args.json)
     if args.embed:
         _embed(settings, sorted(report.projects))
-    return 1 if report.errors else 0
+    # A project that could not be written fails the run; a stray non-session file in a
+    # named folder only when nothing at all was indexed.
+    if len(report.failed_files) > report.pending_headers or getattr(sink, "failures", None):
+        return 1
+    return 1 if report.errors and not report.sessions else 0
 
 
 def _note_sink(report: IngestReport, sink: object) -> None:

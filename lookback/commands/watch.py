@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         on_idle = None
     else:
         sink = EmbeddedSink(settings.home, namespace=settings.namespace)
-        on_idle = sink.close  # never hold a project's writer lock while idle
+        on_idle = sink.idle  # never hold a project's writer lock while idle
     mode = "Redis" if settings.service_mode else "the local indexes"
     print(f"watching {len(roots)} folder(s), publishing to {mode}; Ctrl-C stops",
           file=sys.stderr, flush=True)
