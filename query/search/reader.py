@@ -27,7 +27,7 @@ from lookback.index.memo import Memo
 from lookback.index.store import IndexUnavailable
 from lookback.index.tree import PathEntry, branch
 from lookback.ingest.pipeline import peek_header
-from lookback.ingest.reader import HeaderPending, NotASession
+from lookback.ingest.reader import DEFAULT_MAX_LINE_BYTES, HeaderPending, NotASession
 from lookback.query.search.pool import (
     DEFAULT_MAX_OPEN_FILES,
     DEFAULT_PER_PROJECT,
@@ -42,8 +42,10 @@ HEADER_CACHE_SIZE = 1024
 PROJECT_DIR_CACHE_SIZE = 4096
 
 
-#: Most bytes a session's first line may take when it is read to name the session.
-HEADER_MAX_BYTES = 1 << 20
+#: Most bytes a session's first line may take when it is read to name the session: the
+#: indexer's own line limit, so a session it can index is never refused here (a Claude
+#: Code session may start with a long pasted prompt).
+HEADER_MAX_BYTES = DEFAULT_MAX_LINE_BYTES
 
 
 class NotIndexed(NotFound, LookupError):
