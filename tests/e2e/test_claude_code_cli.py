@@ -109,9 +109,11 @@ def test_evidence_from_before_claude_codes_own_compaction(compacted, tmp_path):
     assert early["uuid"] not in in_context_ids(session_file)
 
     port = free_port()
+    # Nothing indexed beforehand: `lookback serve` indexes the transcript the hook names
+    # before answering (freshness; the waits are raised for a loaded CI machine).
     env = {"LOOKBACK_HOME": str(tmp_path / "lookback"), "LOOKBACK_SERVER__PORT": str(port),
-           "LOOKBACK_CLAUDE_CODE__HOOK_TIMEOUT_MS": "20000"}
-    lookback("index", str(runner.projects()), env=env)
+           "LOOKBACK_CLAUDE_CODE__HOOK_TIMEOUT_MS": "20000",
+           "LOOKBACK_FRESHNESS__WAIT_MS": "15000"}
     lookback("install", "claude-code", "--project", str(project), env=env)
     url = f"http://127.0.0.1:{port}"
     with reader_process([LOOKBACK, "serve", "--port", str(port)], url, env):
