@@ -153,4 +153,4 @@ def test_reader_down_the_request_is_what_claude_code_sends_without_the_hook(
 
     sent, plain = main_request(with_hook.requests), main_request(without.requests)
     assert hook_contexts(sent) == []
-    assert sent == plain  # byte for byte the same body, no field left out
+    assert sent == plain  # the same body, field for field, nothing left out
