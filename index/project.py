@@ -37,8 +37,9 @@ class ProjectWriter:
     def __init__(self, home: Path, cwd: str, *, namespace: str = "",
                  lock_timeout: float = 30.0, bulk: bool = False) -> None:
         """``bulk``: a ``lookback index`` run that syncs everything at its end
-        (``index.store.sync_all``): new files are created without fsyncs and the
-        writer closes without a checkpoint (see ``index.store.open_writer``)."""
+        (``index.store.sync_all``): a new file is created and written without fsyncs
+        (and closes checkpointed, so readers open it fast); an existing file closes
+        without a checkpoint (no fsync; the next writer folds its WAL in)."""
         self.bulk = bulk
         self.project: ProjectDir = project_dir(home, cwd, namespace)
         self.project.path.mkdir(parents=True, exist_ok=True)
@@ -52,7 +53,8 @@ class ProjectWriter:
             except apsw.Error as error:
                 raise translate(error, f"project {self.project.name}",
                             self.project.name) from error
-            if generation is None:
+            self.created = generation is None
+            if self.created:
                 self.project.set_current(1, durable=not bulk)
         except BaseException:
             os.close(self._lock)
@@ -102,7 +104,7 @@ class ProjectWriter:
 
     def close(self) -> None:
         try:
-            if self.bulk:
+            if self.bulk and not self.created:
                 defer_checkpoint(self.connection)
             self.connection.close()
         finally:
