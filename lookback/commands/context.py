@@ -1,7 +1,9 @@
 """``lookback context retrieved|manifest|included|excluded [all]``: show the Context Manifest.
 
 The manifest (``query.manifest``) holds ids, scores, classifications and counts, never
-text; ``retrieved`` re-reads each item's excerpt from the local index by entry id.
+text; ``retrieved`` re-reads each item's excerpt from the local index by entry id and
+shows it only when the privacy gate admits the whole row for ``--provider`` (default:
+an unnamed remote provider, the strictest reading), as every other path that returns text.
 Without ``--session-id``/``--session-file`` the most recently recorded session is shown.
 By default the latest retrieval is shown; ``all`` shows every record kept.
 """
@@ -14,12 +16,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lookback.api import privacy_policy
 from lookback.commands.common import load
 from lookback.errors import UserError
 from lookback.index.layout import find_project
 from lookback.index.store import open_reader
 from lookback.ingest.pipeline import peek_header
 from lookback.query.context.manifest import ManifestStore
+from lookback.query.privacy import PrivacyPolicy, classify_source
 from lookback.settings import Settings
 
 VIEWS = ("retrieved", "manifest", "included", "excluded")
@@ -36,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--session-id", help="the session id (Pi or Claude Code)")
     which.add_argument("--session-file", type=Path, help="the session file (Pi or Claude Code)")
+    parser.add_argument("--provider", help="show excerpts this provider may see (privacy policy); "
+                        "default: an unnamed remote provider")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(handler=run)
 
@@ -51,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         store.close()
     chosen = records if args.scope == "all" else records[-1:]
     if args.view == "retrieved":
-        chosen = [_with_excerpts(settings, record) for record in chosen]
+        policy = privacy_policy(settings)
+        chosen = [_with_excerpts(settings, record, policy, args.provider) for record in chosen]
     if args.json:
         print(json.dumps({"session_id": session_id, "view": args.view,
                           "records": chosen}, indent=2, ensure_ascii=False))
@@ -75,14 +82,26 @@ def _session_id(args: argparse.Namespace, store: ManifestStore) -> str | None:
     return store.latest_session()
 
 
-def _with_excerpts(settings: Settings, record: dict) -> dict:
-    """A copy of ``record`` whose items carry their excerpt, read from the local index."""
+def _with_excerpts(settings: Settings, record: dict, policy: PrivacyPolicy,
+                   provider: str | None) -> dict:
+    """A copy of ``record`` whose items carry their excerpt, read from the local index.
+
+    A row the policy does not admit for ``provider`` keeps its excerpt ``None`` and says
+    why in ``withheld`` (its classification), as the retrieval response's ``excluded`` does.
+    """
     record = {**record, "items": [dict(item) for item in record.get("items", [])]}
     texts = _entry_texts(settings, record.get("project"),
                          [(i.get("session_id"), i.get("entry_id")) for i in record["items"]])
     for item in record["items"]:
         text = texts.get((item.get("session_id"), item.get("entry_id")))
-        item["excerpt"] = None if text is None else _shorten(text)
+        item["excerpt"] = None
+        if text is None:
+            continue
+        level = classify_source(text).classification
+        if policy.admits(level, provider):
+            item["excerpt"] = _shorten(text)
+        else:
+            item["withheld"] = str(level)
     return record
 
 
@@ -138,7 +157,12 @@ def render(view: str, records: list[dict], session_id: str) -> list[str]:
         if view == "retrieved":
             for item in items:
                 excerpt = item.get("excerpt")
-                shown = json.dumps(excerpt, ensure_ascii=False) if excerpt else "(not in index)"
+                if excerpt:
+                    shown = json.dumps(excerpt, ensure_ascii=False)
+                elif item.get("withheld"):
+                    shown = f"(withheld: {item['withheld']})"
+                else:
+                    shown = "(not in index)"
                 lines.append(f"  {item.get('entry_id')}: {shown}")
             lines += _counts(record)
     return lines

@@ -92,3 +92,31 @@ def test_unknown_view_is_a_usage_error(home, capsys):
     except SystemExit as exit_:
         assert exit_.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_retrieved_passes_the_privacy_gate(tmp_path, home, project_cwd, capsys):
+    """A row holding a secret is shown only to a provider the policy admits it for."""
+    from lookback.server import ReaderApp
+    from tests.support import index_paths
+
+    from .conftest import FIXTURE, settings_for, write_session
+
+    secret = " The cache is redis://:s3cretpw@cache:6379/0"
+    source = tmp_path / "source" / FIXTURE.name
+    source.parent.mkdir()
+    source.write_text(FIXTURE.read_text(encoding="utf-8").replace(
+        EARLY_USER_TEXT, EARLY_USER_TEXT + secret), encoding="utf-8")
+    session = write_session(tmp_path / "sessions", project_cwd, source)
+    index_paths(home, session)
+    reader_app = ReaderApp(settings_for(home))
+    try:  # a local provider may see sensitive text, so the item is retrieved and recorded
+        record_retrievals(reader_app, session, retrieve_body(session, provider="ollama"))
+    finally:
+        reader_app.close()
+
+    strict = run_context(home, capsys, "retrieved", "--session-file", str(session))
+    assert "(withheld: sensitive)" in strict
+    assert "s3cretpw" not in strict and EARLY_USER_TEXT not in strict
+    local = run_context(home, capsys, "retrieved", "--provider", "ollama",
+                        "--session-file", str(session))
+    assert "s3cretpw" in local
