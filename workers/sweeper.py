@@ -17,6 +17,7 @@ from typing import Any
 from lookback.workers.config import ServiceConfig
 from lookback.workers.log import id_millis
 from lookback.workers.nudge import nudge, request_rebuild
+from lookback.workers.owner import me
 from lookback.workers.port import RedisPort
 from lookback.workers.reindex import mark_queued, stale_projects
 
@@ -60,7 +61,9 @@ class SweeperThread(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        if self.config.reindex_on_start and self._claim("reindex-on-start", 60_000):
+        # Per host: each host checks the indexes in its own home (workers.owner).
+        claim = f"reindex-on-start:{me(self.config).id}"
+        if self.config.reindex_on_start and self._claim(claim, 60_000):
             self._guard(lambda: enqueue_stale_rebuilds(self.config, self.client))
         while not self.stopping.wait(self._jitter()):
             if self._claim("sweeper", int(self.config.sweep_seconds * 900)):
