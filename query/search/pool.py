@@ -76,6 +76,7 @@ class ConnectionPool:
         self._open = opener
         self._ready = threading.Condition()
         self._idle: OrderedDict[int, _Slot] = OrderedDict()  # least recently used first
+        self._idle_of: dict[str, dict[int, _Slot]] = {}  # the same, by project
         self._counts: dict[str, int] = {}  # project -> connections open (idle or busy)
         self._files: dict[Path, int] = {}  # index file -> connections open on it
         self._latest: dict[str, Path] = {}  # project -> newest generation seen
@@ -99,7 +100,7 @@ class ConnectionPool:
         """Close every idle connection (busy ones close when they come back)."""
         with self._ready:
             while self._idle:
-                self._close_slot(self._idle.popitem(last=False)[1])
+                self._close_slot(self._unpark_oldest())
 
     def stats(self) -> PoolStats:
         with self._ready:
@@ -111,7 +112,7 @@ class ConnectionPool:
         with self._ready:
             count = len(self._idle)
             while self._idle:
-                self._close_slot(self._idle.popitem(last=False)[1])
+                self._close_slot(self._unpark_oldest())
             self._ready.notify_all()
             return count
 
@@ -158,24 +159,35 @@ class ConnectionPool:
     def _take_idle(self, project: str, path: Path) -> _Slot | None:
         """The project's most recently used idle connection to ``path``; idle
         connections to a replaced generation are closed on the way."""
-        found = None
-        for number, slot in reversed(self._idle.items()):
-            if slot.project != project:
-                continue
-            if slot.path != path:
-                del self._idle[number]
-                self._close_slot(slot)
-                return self._take_idle(project, path)
-            found = number
-            break
-        return None if found is None else self._idle.pop(found)
+        parked = self._idle_of.get(project)
+        while parked:
+            slot = self._unpark(next(reversed(parked)))
+            if slot.path == path:
+                return slot
+            self._close_slot(slot)
+            parked = self._idle_of.get(project)
+        return None
+
+    def _park(self, slot: _Slot) -> None:
+        self._idle[slot.number] = slot
+        self._idle_of.setdefault(slot.project, {})[slot.number] = slot
+
+    def _unpark(self, number: int) -> _Slot:
+        slot = self._idle.pop(number)
+        parked = self._idle_of[slot.project]
+        del parked[number]
+        if not parked:
+            del self._idle_of[slot.project]
+        return slot
+
+    def _unpark_oldest(self) -> _Slot:
+        return self._unpark(next(iter(self._idle)))
 
     def _make_room(self, path: Path) -> bool:
         """Close least recently used idle connections until one more fits."""
         cost = 2 if path in self._files else 3
         while self._open_files() + cost > self.max_open_files and self._idle:
-            _, oldest = self._idle.popitem(last=False)
-            self._close_slot(oldest)
+            self._close_slot(self._unpark_oldest())
             cost = 2 if path in self._files else 3
         return self._open_files() + cost <= self.max_open_files or self._total == 0
 
@@ -198,7 +210,7 @@ class ConnectionPool:
             if stale or self._open_files() > self.max_open_files:
                 self._close_slot(slot)
             else:
-                self._idle[slot.number] = slot
+                self._park(slot)
             self._ready.notify()
 
     def _close_slot(self, slot: _Slot) -> None:
