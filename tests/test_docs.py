@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from lookback.settings import reference
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -80,3 +82,30 @@ def test_markdown_links_resolve():
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert broken == []
+
+
+def doctest_modules() -> list[str]:
+    from tests.test_layers import modules
+
+    return sorted(name for name, path in modules().items()
+                  if ">>> " in path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("module", doctest_modules())
+def test_doctests(module):
+    """The examples in docstrings run, as the installed modules (lookback.query.text.*)."""
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_ci_runs_the_readme_test_command():
+    """.ci/run ends with the command README gives (linter, whole suite), so they agree."""
+    readme = README.read_text(encoding="utf-8")
+    command = next(line for line in readme.splitlines()
+                   if line.startswith("python3 -m venv .venv && ") and "pytest" in line)
+    assert "ruff check" in command and command.endswith(".venv/bin/pytest")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
+    assert ci[-1] == command

@@ -67,7 +67,7 @@ def _index_file(home: Path) -> Path:
 
 # Its 1,743 chunks took 387 s with the load average at 10 (9 agents on 2 cores): 900 s
 # bounds a loaded machine.
-MINILM_SLOW = [pytest.mark.minilm, pytest.mark.timeout(900)]
+MINILM_SLOW = [pytest.mark.minilm, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.mark.parametrize("name", ["hashing", pytest.param("minilm-onnx", marks=MINILM_SLOW)])

@@ -11,15 +11,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
 from lookback.ingest.reader import read_session
+from lookback.workers.config import INDEX_QUEUE, ServiceConfig
+from lookback.workers.lifeline import die_with_parent
+from lookback.workers.owner import my_queues
+from lookback.workers.processes import groups
 
 from lookback.settings import load_settings
 
@@ -104,33 +108,30 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float =
         time.sleep(every)
 
 
-def own_queue(environ: dict[str, str], queue: str) -> str:
-    """This worker host's own queue beside ``queue`` (as ``lookback worker`` adds it)."""
-    from lookback.workers.config import ServiceConfig
-    from lookback.workers.owner import my_queues
-
-    own_index, own_background = my_queues(ServiceConfig.from_settings(
-        load_settings(environ=environ)))
-    return own_index if queue == "lookback-index" else own_background
-
-
 class WorkerProcess:
-    """A real ``dramatiq workers.actors`` process group (its own session, killable)."""
+    """One worker group as ``lookback worker`` starts it, in its own session (killable).
+
+    The command line and environment come from ``lookback.workers.processes`` (the
+    builder ``lookback worker`` uses), with the test's process and thread counts; only
+    the log file and the working directory are the test's own.
+    """
 
     def __init__(self, environ: dict[str, str], *, processes: int = 1, threads: int = 2,
-                 queue: str = "lookback-index", log: Path | None = None) -> None:
-        self.environ = {**environ, "dramatiq_worker_timeout": "100",
-                        "dramatiq_queue_prefetch": str(threads)}
-        self.argv = [sys.executable, "-m", "dramatiq", "lookback.workers.actors",
-                     "--queues", queue, own_queue(environ, queue),
-                     "--processes", str(processes), "--threads", str(threads)]
+                 queue: str = INDEX_QUEUE, log: Path | None = None) -> None:
+        own = my_queues(ServiceConfig.from_settings(load_settings(environ=environ)))
+        group = next(group for group in groups(processes, threads, own=own)
+                     if group.queues[0] == queue)
+        group = replace(group, processes=processes, threads=threads)
+        self.environ = group.environ(environ)
+        self.argv = group.argv()
         self.log = log
         self.process: subprocess.Popen | None = None
 
     def start(self) -> WorkerProcess:
         output = open(self.log, "ab") if self.log else subprocess.DEVNULL
         self.process = subprocess.Popen(self.argv, env=self.environ, cwd=REPO,
-                                        stdout=output, stderr=output, start_new_session=True)
+                                        stdout=output, stderr=output, start_new_session=True,
+                                        preexec_fn=die_with_parent())
         return self
 
     def children(self) -> list[int]:

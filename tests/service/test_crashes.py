@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import redis
 from lookback.index.status import applied_events
 from lookback.ingest.pipeline import ingest_files
@@ -27,6 +28,9 @@ from tests.service.helpers import (
     wait_for,
 )
 from tests.service.test_workers import start_watcher, stop
+
+#: Kills and restarts workers and Redis: tens of seconds each.
+pytestmark = pytest.mark.slow
 
 CWD = "/work/crash-project"
 
