@@ -189,8 +189,9 @@ class ReaderApp:
         if cached is None:
             response = self.call(self.engine.retrieve, body, settings=self.settings,
                                  reader=self.reader)
-            plan = decide_for_answer(response, body.get("plan"),
-                                     self.settings.retrieval.max_retrieved_history_tokens)
+            budget = body.get("max_retrieved_history_tokens",
+                              self.settings.retrieval.max_retrieved_history_tokens)
+            plan = decide_for_answer(response, body.get("plan"), budget)
             if plan is not None:  # the planner's decision rides along (no second call)
                 response["plan"] = plan
             encoded = encode(freshness.annotate(response, fresh))
