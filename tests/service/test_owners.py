@@ -133,9 +133,16 @@ def test_a_project_moves_on_purpose_without_losing_events(hosts, tmp_path) -> No
     sink.close()
 
 
-def test_lookback_owner_shows_pauses_and_takes(hosts) -> None:
+def test_lookback_owner_shows_pauses_and_takes(hosts, tmp_path) -> None:
     first, second, _ = hosts
+    import json
+
     from lookback.cli import main
+
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    with RedisSink(first.config) as sink:  # registered, not applied (no workers here)
+        ingest_files(write_sessions(sessions, 10)[3:4], sink)
 
     def run(service: Service, *argv: str) -> str:
         import contextlib
@@ -156,6 +163,9 @@ def test_lookback_owner_shows_pauses_and_takes(hosts) -> None:
         patch.setenv("LOOKBACK_WORKERS__HOST", "host-b")
         assert "owned by host-b" in run(second, "owner", PROJECTS[3], "--take")
         assert f"index home {second.home}" in run(first, "owner", PROJECTS[3])
+        status = json.loads(run(first, "status", "--json"))
+        owners = {p.get("cwd"): p.get("service_owner") for p in status["projects"]}
+        assert owners[PROJECTS[3]] == f"host-b:{second.home}"
 
 
 def test_the_redis_client_fits_the_port() -> None:
