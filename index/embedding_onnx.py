@@ -89,7 +89,7 @@ class OnnxEmbedder:
             from tokenizers import Tokenizer
         except ImportError as error:
             raise EmbeddingUnavailable(
-                "the ONNX embedders need the 'semantic' extra: pip install 'lookback[semantic]'"
+                "the ONNX embedders need the 'semantic' extra: pip install 'pi-lookback[semantic]'"
             ) from error
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.no_padding()

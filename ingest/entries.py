@@ -19,10 +19,6 @@ ELIGIBLE_TYPES = frozenset({"message", "custom_message"})
 #: One entry's searchable text is cut here; the evidence excerpt is at most 6,000 chars.
 MAX_TEXT_CHARS = 1_000_000
 
-#: Bump when the text extraction below changes (old indexes are then re-read).
-EXTRACTION_VERSION = 1
-
-
 def normalize_entry(raw: dict[str, Any], *, entry_id: str, parent_id: str | None,
                     seq: int) -> tuple[dict[str, Any], int]:
     """(the normalized record of ``raw``, how many of its values were dropped).

@@ -5,15 +5,20 @@ Which terms a stored entry's text really contains.
 
 from __future__ import annotations
 
-from lookback.query.text.matching import (
-    Match,
-    TermMatcher,
-    find_keyword,
-    find_literal,
-    matched_terms,
-)
+from lookback.query.text.matching import Match, TermMatcher, find_literal
 from lookback.query.text.normalize import FoldedText, fold
 from lookback.query.text.terms import ERROR, IDENTIFIER, KEYWORD, PATH, PHRASE, Term, extract_terms
+
+
+def find_keyword(text: str, keyword: str) -> int | None:
+    """Where ``keyword`` matches ``text`` folded (what ``TermMatcher`` does for a keyword)."""
+    found = TermMatcher([Term(keyword, KEYWORD)]).match(text)
+    return found[0].position if found else None
+
+
+def matched_terms(text: str, terms) -> list[tuple[Term, int]]:
+    return [(found.term, found.position) for found in TermMatcher(terms).match(text)]
+
 
 # An assistant reply in the style of the fixtures (before-compaction.jsonl).
 ENTRY = (
@@ -110,10 +115,10 @@ def test_matched_terms_gives_term_and_position():
     ]
 
 
-def test_first_position_is_the_earliest_match():
+def test_the_earliest_match_is_where_an_excerpt_centres():
     matcher = TermMatcher(extract_terms("ENOENT and parse_config"))
-    assert matcher.first_position(ENTRY) == ENTRY.index("parse_config()")
-    assert matcher.first_position("unrelated") is None
+    assert min(found.position for found in matcher.match(ENTRY)) == ENTRY.index("parse_config()")
+    assert matcher.match("unrelated") == []
 
 
 def test_matcher_on_a_megabyte_text():

@@ -10,7 +10,6 @@ from lookback.query.privacy.policy import (
     Classification,
     PrivacyPolicy,
     PrivacySettingsError,
-    apply_policy,
     classify,
     classify_spans,
 )
@@ -218,7 +217,7 @@ def evidence(entry_id: str, excerpt: str, **extra) -> dict:
     return {"entry_id": entry_id, "session_id": "s1", "excerpt": excerpt, **extra}
 
 
-def test_apply_policy_withholds_whole_sources_and_keeps_no_text():
+def test_the_policy_withholds_whole_sources_and_keeps_no_text():
     items = [
         evidence("e1", "public sealed class OracleProvider {}"),
         evidence("e2", "[lookback:internal]release plan[/lookback:internal]"),
@@ -254,14 +253,14 @@ def test_message_text_and_prior_classification_count_too():
         evidence("e1", "plain excerpt", message=marked),
         evidence("e2", "plain excerpt", classification="sensitive"),
     ]
-    allowed, excluded = apply_policy(items, "anthropic")
+    allowed, excluded = PrivacyPolicy().apply(items, "anthropic")
     assert allowed == []
     assert [x["classification"] for x in excluded] == ["sensitive", "sensitive"]
 
 
 def test_malformed_evidence_is_excluded_not_passed_through():
     items = [{"entry_id": "e1", "excerpt": "no session"}, "junk", evidence("e2", 42)]
-    allowed, excluded = apply_policy(items, "ollama")
+    allowed, excluded = PrivacyPolicy().apply(items, "ollama")
     assert allowed == []
     assert [x["reason"] for x in excluded] == [
         "malformed evidence: missing session_id",

@@ -18,7 +18,8 @@ Keys (``P`` = prefix, ``K`` = project key, see ``index.layout.project_key``)::
     P failures:K        hash  stream id -> failed attempts so far
     P reindex:K         hash  progress of a background rebuild
     P owner:K           the host and index home that applies K (workers.owner)
-    P sweeper           lock: one sweeper runs per interval in the whole cluster
+    P sweeper           flag: one sweeper round per interval in the whole cluster
+                        (workers.sweeper claims it by name, with a TTL)
     P dramatiq:*        dramatiq's own queues
 """
 
@@ -95,10 +96,6 @@ class ServiceConfig:
     @property
     def paths_key(self) -> str:
         return f"{self.prefix}paths"
-
-    @property
-    def sweeper_key(self) -> str:
-        return f"{self.prefix}sweeper"
 
     @property
     def dramatiq_namespace(self) -> str:

@@ -74,12 +74,5 @@ def id_millis(stream_id: str) -> int:
     return int(stream_id.partition("-")[0])
 
 
-def compare(left: str, right: str) -> int:
-    """-1, 0 or 1 as stream id ``left`` sorts before, equal to or after ``right``."""
-    a = tuple(int(part) for part in left.split("-"))
-    b = tuple(int(part) for part in right.split("-"))
-    return (a > b) - (a < b)
-
-
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value

@@ -32,7 +32,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "check each index and rebuild the damaged ones: from the event log "
                     "when it still reads, else from the session files.")
     parser.add_argument("--project", help="only this project (folder name or cwd)")
-    parser.add_argument("--all", action="store_true", help="every project (the default)")
     parser.add_argument("--queue", action="store_true",
                         help="service mode: enqueue background rebuilds for the workers")
     parser.add_argument("--repair", action="store_true",

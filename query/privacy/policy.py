@@ -341,10 +341,3 @@ def excluded_record(item: Any, classification: str, reason: str) -> dict:
         "classification": classification,
         "reason": reason,
     }
-
-
-def apply_policy(
-    evidence: list[dict], provider: str | None, policy: PrivacyPolicy | None = None
-) -> tuple[list[dict], list[dict]]:
-    """``policy.apply(evidence, provider)``; the default policy when none is given."""
-    return (policy or PrivacyPolicy()).apply(evidence, provider)

@@ -159,22 +159,6 @@ class _FoldedPattern:
         return None if found is None else found.start()
 
 
-def find_keyword(text: str, keyword: str) -> int | None:
-    """Position of the first folded, whole-word occurrence of ``keyword`` in ``text``.
-
-    >>> find_keyword("La Configurazione e la CONFIG", "config")
-    23
-    >>> find_keyword("Perché?", "perche")
-    0
-    """
-    pattern = _FoldedPattern.for_text(keyword)
-    if pattern is None:
-        return None
-    folded = FoldedText(text)
-    position = pattern.search(folded.folded)
-    return None if position is None else folded.original_position(position)
-
-
 class TermMatcher:
     """Verifies the terms of one query against many candidate texts."""
 
@@ -189,6 +173,10 @@ class TermMatcher:
         A literal term found as written is a ``literal`` match; otherwise any term
         found folded (words in order, word boundaries) is a non-literal match.
         ``fold_text`` may hand back a memoized ``FoldedText`` of the same text.
+
+        >>> [(m.term.text, m.position) for m in TermMatcher(
+        ...     [Term("config", "keyword")]).match("La Configurazione e la CONFIG")]
+        [('config', 23)]
         """
         folded: FoldedText | None = None
         matches: list[Match] = []
@@ -206,16 +194,3 @@ class TermMatcher:
             if position is not None:
                 matches.append(Match(term, folded.original_position(position), False))
         return matches
-
-    def first_position(self, text: str) -> int | None:
-        """Where the earliest matched term starts (to centre an excerpt), if any."""
-        positions = [found.position for found in self.match(text)]
-        return min(positions) if positions else None
-
-
-def matched_terms(text: str, terms: QueryTerms | Iterable[Term]) -> list[tuple[Term, int]]:
-    """``(term, position)`` for every term of ``terms`` found in ``text`` (see ``TermMatcher``).
-
-    For many texts, build one ``TermMatcher`` instead.
-    """
-    return [(found.term, found.position) for found in TermMatcher(terms).match(text)]

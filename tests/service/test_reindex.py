@@ -83,7 +83,7 @@ def test_reader_answers_while_a_worker_reindexes(service, workers, tmp_path) -> 
     thread = threading.Thread(target=reader)
     thread.start()
     try:
-        queued = lookback(service, "reindex", "--all", "--queue")
+        queued = lookback(service, "reindex", "--queue")
         assert queued.returncode == 0, queued.stderr
         assert "enqueued 1 rebuilds" in queued.stdout
         # appends go on during the rebuild, through the index queue
