@@ -98,6 +98,11 @@ class OnnxEmbedder:
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # warnings about unused initializers are noise here
+        # Idle threads must sleep, not spin: on a machine shared with other work (a CI
+        # runner, nine agents on two cores) spinning threads starve the ones with work.
+        # Measured there: a query in 18 ms instead of 113 ms, 27% more chunks per CPU-s.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         self._session = onnxruntime.InferenceSession(
             str(model_path), options, providers=["CPUExecutionProvider"])
         self._inputs = {item.name for item in self._session.get_inputs()}
