@@ -131,28 +131,45 @@ def test_the_base_imports_nothing_of_the_project_but_itself():
     assert wrong == []
 
 
-def test_no_module_imports_another_modules_private_names():
+def test_no_module_uses_another_modules_private_names():
+    """Neither ``from x import _name`` nor ``imported._name`` (a module or class imported
+    from another project module)."""
     known = modules()
     wrong = []
     for item in all_imports():
         if item.target not in known or item.target == item.source:
             continue
-        private = [name for name in item.names if name.startswith("_")
-                   and not name.startswith("__") and f"{item.target}.{name}" not in known]
+        private = [name for name in item.names if _private(name)
+                   and f"{item.target}.{name}" not in known]
         if private:
             wrong.append(f"{item} private {', '.join(private)}")
-    new = sorted(set(wrong) - KNOWN_PRIVATE_IMPORTS)
-    assert new == [], "\n".join(new)
+    for module, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = _names_from_other_modules(module, tree, known)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in imported and _private(node.attr):
+                wrong.append(f"{module} uses {imported[node.value.id]}.{node.attr}")
+    assert wrong == [], "\n".join(wrong)
 
 
-#: Private imports being removed in their owners' work (issue 13 gives the read side
-#: one SQL module and public helpers). This set may only shrink: a new private import
-#: fails the test.
-KNOWN_PRIVATE_IMPORTS = frozenset({
-    "lookback.query.search.history imports lookback.query.search.retrieve "
-    "private _deduplicate, _merge",
-    "lookback.query.semantic.hybrid imports lookback.query.search.candidates private _COLUMNS",
-})
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _names_from_other_modules(module: str, tree: ast.Module,
+                              known: dict[str, Path]) -> dict[str, str]:
+    """Local name -> what it is, for names bound by importing another project module."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in known and node.module != module:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known and alias.name != module and alias.asname:
+                    names[alias.asname] = alias.name
+    return names
 
 
 def subpackage_exports() -> dict[str, dict[str, str]]:
