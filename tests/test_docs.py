@@ -109,3 +109,19 @@ def test_ci_runs_the_readme_test_command():
     assert "ruff check" in command and command.endswith(".venv/bin/pytest")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
     assert ci[-1] == command
+
+
+TOP = ("lookback/", "ingest/", "index/", "query/", "workers/", "tests/", "bench/", "docs/",
+       "integrations/", ".ci/")
+
+
+def test_files_the_docs_name_exist():
+    """A backticked path in README or docs/ (``query/search/ranking.py``) is a real file."""
+    missing = []
+    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        for quoted in re.findall(r"`([^`\s]+)`", page.read_text(encoding="utf-8")):
+            path = quoted.split("::")[0].split(":")[0].rstrip(",.")
+            if path.startswith(TOP) and "*" not in path and "<" not in path \
+                    and not (ROOT / path).exists():
+                missing.append(f"{page.relative_to(ROOT)}: {quoted}")
+    assert missing == []
