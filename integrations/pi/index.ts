@@ -68,6 +68,7 @@ interface SessionView {
 	getSessionId(): string;
 	getLeafId(): string | null;
 	getBranch(fromId?: string): Entry[];
+	getLeafEntry?: () => Entry | undefined;
 	buildContextEntries?: () => Entry[];
 }
 
@@ -567,6 +568,14 @@ export function renderSource(result: Record<string, any>): string {
 // ---------------------------------------------------------------------------------------------
 // Extension entry point
 
+/** True when Pi's session already holds the last message of this call (leaf = that message). */
+export function persisted(session: SessionView, messages: Message[]): boolean {
+	const last = messages[messages.length - 1];
+	if (!last || typeof last.timestamp !== "number") return false;
+	const leaf = (session.getLeafEntry?.() ?? session.getBranch().at(-1)) as (Entry & { message?: Message }) | undefined;
+	return leaf?.type === "message" && leaf.message?.timestamp === last.timestamp && leaf.message?.role === last.role;
+}
+
 /** The session view of a handler's ctx, or undefined once Pi has closed that ctx (stale). */
 function sessionOf(ctx: { sessionManager?: unknown }): SessionView | undefined {
 	try {
@@ -599,12 +608,15 @@ export default function lookback(pi: ExtensionAPI): void {
 	pi.on("context", async (event, ctx) => {
 		if (settings.disabled) return undefined;
 		const started = performance.now();
-		// The prompt that triggered this call is persisted right after the handler starts: yield once.
-		await new Promise((resolve) => setTimeout(resolve, 0));
 		try {
 			remember(ctx);
 			const session = sessionOf(ctx);
 			if (!session) return undefined;
+			// A prompt is persisted right after the first call's handler starts: then yield once.
+			// The other calls of a tool loop find their last message persisted already.
+			if (!persisted(session, event.messages as unknown as Message[])) {
+				await new Promise((resolve) => setTimeout(resolve, 0));
+			}
 			const outcome = await retrieveAndPlan(
 				reader,
 				settings,
