@@ -15,8 +15,17 @@ import unicodedata
 import apsw
 import pytest
 from lookback.index.schema import FTS_TOKENIZE
-from lookback.query.search.candidates import Row, Scope, add_literal_bits, fts_search, prepare
-from lookback.query.search.retrieve import Searched, matches_of
+from lookback.query.search.candidates import (
+    SELECTIVE_PHRASES,
+    Row,
+    Scope,
+    add_literal_bits,
+    count_fts,
+    fts_search,
+    prepare,
+    selective_expression,
+)
+from lookback.query.search.retrieve import Searched, matches_of, merge_candidates
 from lookback.query.text.fts_query import build_phrase_query, folded_tokens, fts_tokens
 from lookback.query.text.matching import PhraseFinder, TermMatcher, find_phrase
 from lookback.query.text.terms import extract_terms
@@ -91,8 +100,7 @@ def _fixture_texts() -> list[str]:
     return [text for text in texts if text.strip()]
 
 
-def test_sql_verification_agrees_with_the_python_matcher_on_real_text():
-    texts = _fixture_texts()
+def _real_text_index(texts: list[str]) -> apsw.Connection:
     connection = apsw.Connection(":memory:")
     connection.execute(
         "CREATE TABLE entries (rowid INTEGER PRIMARY KEY, session_id, entry_id, seq, type, role,"
@@ -106,6 +114,12 @@ def test_sql_verification_agrees_with_the_python_matcher_on_real_text():
             connection.execute("INSERT INTO entries_fts(rowid, text) VALUES (?, ?)",
                                (number, text))
     prepare(connection)
+    return connection
+
+
+def test_sql_verification_agrees_with_the_python_matcher_on_real_text():
+    texts = _fixture_texts()
+    connection = _real_text_index(texts)
     questions = [text for text in texts if len(text) < 400][:60]
     compared = 0
     for question in questions:
@@ -122,3 +136,36 @@ def test_sql_verification_agrees_with_the_python_matcher_on_real_text():
             assert in_sql == in_python, (question[:60], row.rowid)
             compared += 1
     assert compared > 500
+
+
+def test_a_many_term_message_is_ranked_by_its_rarest_phrases_and_fully_verified():
+    """Real messages of more than ``SELECTIVE_PHRASES`` phrases: the search runs on the
+    rarest ones (fewest rows, message order on ties), and every row it returns still
+    carries the bits of *all* the query's phrases, as the Python matcher finds them."""
+    texts = _fixture_texts()
+    connection = _real_text_index(texts)
+    scope = Scope(session_id="s")
+    compared = questions = 0
+    for question in (text for text in texts if 300 < len(text) < 3000):
+        searched = Searched.of(extract_terms(question))
+        query = searched.query
+        if query is None or len(query.phrases) <= SELECTIVE_PHRASES:
+            assert query is None or selective_expression(connection, query) is None
+            continue
+        expression = selective_expression(connection, query, cap=10_000)
+        counts = [count_fts(connection, phrase, scope) for phrase in query.phrases]
+        rarest = sorted(range(len(counts)), key=lambda n: (counts[n], n))[:SELECTIVE_PHRASES]
+        assert expression == " OR ".join(query.phrases[n] for n in sorted(rarest))
+        rows = fts_search(connection, query, scope, 24, selective_expression(connection, query))
+        assert all(row.phrases == 0 for row in rows)  # left for add_phrase_bits
+        merged = merge_candidates(connection, searched, [], rows)
+        matcher = TermMatcher(searched.terms)
+        for row in merged:
+            in_sql = {(m.term, m.literal) for m in matches_of(row, searched)}
+            in_python = {(m.term, m.literal) for m in matcher.match(texts[row.rowid - 1])}
+            assert in_sql == in_python, (question[:60], row.rowid)
+            compared += 1
+        questions += 1
+        if questions == 15:
+            break
+    assert questions >= 5 and compared > 100

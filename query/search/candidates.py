@@ -36,6 +36,10 @@ from lookback.query.text.fts_query import FtsQuery, build_phrase_query
 from lookback.query.text.matching import find_literal
 
 MAX_RANGES = 64
+#: A query of more phrases is searched by its rarest ``SELECTIVE_PHRASES`` (see
+#: ``selective_expression``); a phrase in ``COMMON_ROWS`` rows or more is common.
+SELECTIVE_PHRASES = 8
+COMMON_ROWS = 100
 
 #: Everything but the text: it is read only for rows that need it (see load_texts).
 COLUMNS = ("e.rowid, e.session_id, e.entry_id, e.seq, e.type, e.role, e.timestamp,"
@@ -223,12 +227,35 @@ def add_phrase_bits(connection: apsw.Connection, query: FtsQuery, rows: Sequence
         by_rowid[rowid].phrases = phrases
 
 
+def selective_expression(connection: apsw.Connection, query: FtsQuery,
+                         keep: int = SELECTIVE_PHRASES, cap: int = COMMON_ROWS) -> str | None:
+    """An ``OR`` of the query's ``keep`` rarest phrases; None when it has no more.
+
+    ``bm25`` counts the rows of every phrase over the whole index, whatever the
+    scope, so a pasted log of 32 terms costs tens of milliseconds at 100,000 rows.
+    The rare phrases carry nearly all of the ``bm25`` weight, so the search ranks by
+    them alone. A phrase's rows are counted up to ``cap`` (one short walk of its
+    doclist each; a phrase in ``cap`` rows or more is common), ties keep message
+    order, so the choice depends only on the query and the index.
+    """
+    if len(query.phrases) <= keep:
+        return None
+    counted = [connection.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?)",
+        (phrase, cap)).fetchone()[0] for phrase in query.phrases]
+    rarest = sorted(range(len(counted)), key=lambda number: (counted[number], number))[:keep]
+    return " OR ".join(query.phrases[number] for number in sorted(rarest))
+
+
 def fts_search(connection: apsw.Connection, query: FtsQuery, scope: Scope,
-               limit: int) -> list[Row]:
+               limit: int, expression: str | None = None) -> list[Row]:
     """The best ``limit`` rows by ``bm25`` for the query's ``OR`` of phrases.
 
     Ranking and the scope filter run on the FTS table alone; only the ``limit``
-    winners are joined to ``entries``, for their columns.
+    winners are joined to ``entries``, for their columns. With ``expression`` (a
+    ``selective_expression``) the rows are ranked by it instead, and their
+    ``phrases`` bits are left 0 for ``add_phrase_bits`` to fill in from the whole
+    query (the expression's phrases are numbered differently).
     """
     where, params = scope.where(fts="entries_fts")
     select = ("entries_fts.rowid AS rowid, bm25(entries_fts) AS score, "
@@ -244,9 +271,10 @@ def fts_search(connection: apsw.Connection, query: FtsQuery, scope: Scope,
            f"JOIN entries AS e ON e.rowid = hits.rowid ORDER BY hits.score, e.rowid DESC")
     prepare(connection)
     rows = []
-    for rank, values in enumerate(connection.execute(sql, [query.expression, *params, limit])):
+    match = expression or query.expression
+    for rank, values in enumerate(connection.execute(sql, [match, *params, limit])):
         row = Row(*values[:-2])
-        row.bm25, row.phrases = values[-2:]
+        row.bm25, row.phrases = values[-2], 0 if expression else values[-1]
         row.fts_rank = rank
         rows.append(row)
     return rows

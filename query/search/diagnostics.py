@@ -16,7 +16,7 @@ class Diagnostics:
     warnings: list[str] = field(default_factory=list)  # reasons, never request text
     index_watermark: int | None = None  # the index's applied event sequence
     candidates: int | None = None  # rows the literal and FTS searches returned, merged
-    in_context_removed: int | None = None  # FTS hits among the entries still in context
+    in_context_removed: int | None = None  # FTS hits (of the search as run) still in context
     alternate_branch_candidates: int | None = None  # defensive: SQL already filtered
     unverified_rejected: int | None = None  # candidates with no verified term match
     deduplicated: int | None = None  # candidates dropped as the same text as a better one

@@ -38,6 +38,7 @@ from lookback.query.search.candidates import (
     fts_search,
     literal_search,
     load_texts,
+    selective_expression,
     session_state,
 )
 from lookback.query.search.diagnostics import Diagnostics
@@ -134,9 +135,10 @@ class Retriever:
         fts_rows: list[Row] = []
         if searched.query is not None:
             try:
-                fts_rows = fts_search(connection, searched.query, scope, fts_limit)
+                selective = selective_expression(connection, searched.query)
+                fts_rows = fts_search(connection, searched.query, scope, fts_limit, selective)
                 diagnostics.in_context_removed = count_fts(
-                    connection, searched.query.expression, allowed.context_scope)
+                    connection, selective or searched.query.expression, allowed.context_scope)
             except apsw.Error as error:
                 diagnostics.warn(f"FTS search failed: {type(error).__name__}")
         try:
@@ -282,7 +284,8 @@ def find_candidates(connection: apsw.Connection, searched: Searched, scope: Scop
     rows = literal_rows(connection, searched, scope, literal_limit)
     fts_rows: list[Row] = []
     if searched.query is not None:
-        fts_rows = fts_search(connection, searched.query, scope, fts_limit)
+        fts_rows = fts_search(connection, searched.query, scope, fts_limit,
+                              selective_expression(connection, searched.query))
     return merge_candidates(connection, searched, rows, fts_rows), len(fts_rows)
 
 
@@ -290,9 +293,9 @@ def merge_candidates(connection: apsw.Connection, searched: Searched, literal: l
                      fts: list[Row]) -> list[Row]:
     """Step 5: merged rows, each knowing every phrase and literal term it matches."""
     merged = merge_rows(literal, fts)
-    if searched.query is not None:
+    if searched.query is not None:  # rows a selective search ranked have no bits yet
         add_phrase_bits(connection, searched.query,
-                        [row for row in merged if row.fts_rank is None])
+                        [row for row in merged if row.fts_rank is None or not row.phrases])
     add_literal_bits(connection, searched.literals, merged)
     return merged
 
