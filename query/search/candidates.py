@@ -37,9 +37,10 @@ from lookback.query.text.matching import find_literal
 
 MAX_RANGES = 64
 #: A query of more phrases is searched by its rarest ``SELECTIVE_PHRASES`` (see
-#: ``selective_expression``); a phrase in ``COMMON_ROWS`` rows or more is common.
+#: ``selective_expression``); a phrase in ``COMMON_ROWS`` rows, or in
+#: ``1/COMMON_SHARE`` of the index if that is more, is common.
 SELECTIVE_PHRASES = 8
-COMMON_ROWS = 100
+COMMON_ROWS, COMMON_SHARE = 100, 1000
 
 #: Everything but the text: it is read only for rows that need it (see load_texts).
 COLUMNS = ("e.rowid, e.session_id, e.entry_id, e.seq, e.type, e.role, e.timestamp,"
@@ -228,18 +229,22 @@ def add_phrase_bits(connection: apsw.Connection, query: FtsQuery, rows: Sequence
 
 
 def selective_expression(connection: apsw.Connection, query: FtsQuery,
-                         keep: int = SELECTIVE_PHRASES, cap: int = COMMON_ROWS) -> str | None:
+                         keep: int = SELECTIVE_PHRASES, cap: int | None = None) -> str | None:
     """An ``OR`` of the query's ``keep`` rarest phrases; None when it has no more.
 
     ``bm25`` counts the rows of every phrase over the whole index, whatever the
     scope, so a pasted log of 32 terms costs tens of milliseconds at 100,000 rows.
     The rare phrases carry nearly all of the ``bm25`` weight, so the search ranks by
     them alone. A phrase's rows are counted up to ``cap`` (one short walk of its
-    doclist each; a phrase in ``cap`` rows or more is common), ties keep message
-    order, so the choice depends only on the query and the index.
+    doclist each; a phrase in ``cap`` rows or more is common; default: see
+    ``COMMON_ROWS``), ties keep message order, so the choice depends only on the
+    query and the index.
     """
     if len(query.phrases) <= keep:
         return None
+    if cap is None:  # the largest rowid: the index's size, without counting its rows
+        (last,) = connection.execute("SELECT max(rowid) FROM entries").fetchone()
+        cap = max(COMMON_ROWS, (last or 0) // COMMON_SHARE)
     counted = [connection.execute(
         "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?)",
         (phrase, cap)).fetchone()[0] for phrase in query.phrases]
