@@ -73,6 +73,7 @@ def run_size(size: int, runs: int, embedder_name: str) -> dict:
         asked = questions()
         times: dict[bool, list[float]] = {False: [], True: []}
         added: list[float] = []
+        added_new: list[float] = []  # the message's first time: the model embeds it
         for semantic in (False, True):  # warm-up: branch, scope and vector caches
             retrieve({"session_file": session, "message": asked[0], "semantic": semantic},
                      settings=settings, reader=reader)
@@ -87,11 +88,14 @@ def run_size(size: int, runs: int, embedder_name: str) -> dict:
                 if semantic and step is not None:
                     assert step["used"], response["diagnostics"]["warnings"]
                     added.append(step["ms"])
+                    if not step.get("query_cached"):
+                        added_new.append(step["ms"])
         reader.close()
     return {
         "size": size, "index_s": indexed, "embed_s": report.seconds,
         "embed_entries": report.entries, "embed_chunks": report.chunks,
         "lexical": times[False], "hybrid": times[True], "semantic_step": added,
+        "semantic_step_new": added_new,
     }
 
 
@@ -113,6 +117,10 @@ def main() -> None:
               f"{percentile(hybrid, .5):>8.2f}/{percentile(hybrid, .95):<9.2f} "
               f"{added:>12.2f} {statistics.median(result['semantic_step']):>17.2f} "
               f"{rate:>15,.0f}", flush=True)
+        if result["semantic_step_new"]:  # each question's first time, then memoized
+            new = result["semantic_step_new"]
+            print(f"          semantic step p50 for a message's first time: "
+                  f"{statistics.median(new):.2f} ms ({len(new)} of {len(result['semantic_step'])})")
         if size == 5000 and args.embedder == "hashing":
             verdict = "met" if added <= TARGET_ADDED_MS else "NOT met"
             print(f"          target: hashing adds <= {TARGET_ADDED_MS} ms at p50 at 5,000: "

@@ -276,3 +276,13 @@ def test_warm_up_loads_the_embedder_and_survives_a_missing_one() -> None:
 
     assert warm_up("hashing") and is_loaded("hashing")
     assert warm_up("no-such-model") is False
+
+
+def test_the_same_message_is_embedded_once(home: Path) -> None:
+    _index(home)
+    ask = _asker(home)
+    message = GOLDEN["cases"][3]["question"]
+    first, again = ask(message), ask(message)
+    assert first["diagnostics"]["semantic"]["query_cached"] is False
+    assert again["diagnostics"]["semantic"]["query_cached"] is True
+    assert _ids(again) == _ids(first)

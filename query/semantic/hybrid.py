@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import apsw
@@ -55,6 +56,8 @@ CHUNK_PENALTY = 0.04
 MIN_SIMILARITY = 0.25
 #: The whole semantic step must finish within this budget, or lexical results stand.
 DEFAULT_TIMEOUT_MS = 250.0
+#: Query vectors kept per process (1.5 KB each for MiniLM).
+QUERY_MEMO = 256
 #: Only the start of a very long message is embedded (MiniLM reads 256 word pieces).
 MAX_QUERY_CHARS = 2000
 
@@ -159,11 +162,7 @@ def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: Embed
                                f"entries in scope")
     if scoped.needed == 0:
         return []
-    try:
-        query = embedder.embed([message[:MAX_QUERY_CHARS]])[0]
-    except EmbeddingError as error:
-        raise SemanticFallback(f"the query could not be embedded ({type(error).__name__})"
-                               ) from None
+    query = _query_vector(embedder, message[:MAX_QUERY_CHARS], counts)
     similarity = scoped.matrix @ query
     # An entry's score is its best chunk's similarity, less a little per chunk it has:
     # the best of many chunks (a long tool output) is high by chance alone.
@@ -174,6 +173,26 @@ def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: Embed
     hits = {int(scoped.entries[position]): round(float(best[position]), 4) for position in top}
     counts["vector_candidates"] = len(hits)
     return list(hits.items())
+
+
+def _query_vector(embedder: EmbeddingPort, text: str, counts: dict[str, Any]) -> np.ndarray:
+    """The message's vector. Memoized: an agent asks again with the same message on
+    every model call of a turn, and a model takes milliseconds to embed it."""
+    hits = _embed_query.cache_info().hits
+    try:
+        vector = _embed_query(embedder, text)
+    except EmbeddingError as error:
+        raise SemanticFallback(f"the query could not be embedded ({type(error).__name__})"
+                               ) from None
+    counts["query_cached"] = _embed_query.cache_info().hits > hits
+    return vector
+
+
+@lru_cache(maxsize=QUERY_MEMO)
+def _embed_query(embedder: EmbeddingPort, text: str) -> np.ndarray:
+    vector = embedder.embed([text])[0]
+    vector.setflags(write=False)  # shared by every call that asks the same
+    return vector
 
 
 @dataclass(frozen=True)
