@@ -281,7 +281,7 @@ def test_warm_up_loads_the_embedder_and_survives_a_missing_one() -> None:
 def test_the_same_message_is_embedded_once(home: Path) -> None:
     _index(home)
     ask = _asker(home)
-    message = GOLDEN["cases"][3]["question"]
+    message = GOLDEN["cases"][3]["question"] + " (a wording no other test asks)"
     first, again = ask(message), ask(message)
     assert first["diagnostics"]["semantic"]["query_cached"] is False
     assert again["diagnostics"]["semantic"]["query_cached"] is True
