@@ -1,0 +1,22 @@
+"""Query: the synchronous read side (text, search, privacy, context, semantic)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_exports(package_name: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
+    """The module ``__getattr__`` of a subpackage whose public names load on first use.
+
+    ``exports`` maps each public name to the module of ``package_name`` that defines
+    it; importing one module of the package then stays cheap (PEP 562).
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name in exports:
+            return getattr(importlib.import_module(f"{package_name}.{exports[name]}"), name)
+        raise AttributeError(f"module {package_name!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -7,8 +7,7 @@ use, so importing one module of the package stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from lookback.query import lazy_exports
 
 #: Public name -> the module of this package that defines it.
 _EXPORTS = {
@@ -32,9 +31,4 @@ _EXPORTS = {
     "apply_plan": "manifest",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)
