@@ -108,10 +108,11 @@ def _zombie(pid: int) -> bool:
 
 def _is_worker_group(pgid: int) -> bool:
     """True when a process of group ``pgid`` runs a Lookback dramatiq worker."""
-    return any(WORKER_MARK in _cmdline(pid) for pid in _members(pgid))
+    return any(WORKER_MARK in _cmdline(pid) for pid in group_members(pgid))
 
 
-def _members(pgid: int) -> list[int]:
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``, read from /proc."""
     members = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
@@ -135,7 +136,7 @@ def _stop_groups(groups: list[int], grace: float) -> None:
         _signal_group(pgid, signal.SIGTERM)  # dramatiq's master stops its workers
     deadline = time.monotonic() + grace
     while groups and time.monotonic() < deadline:
-        groups = [pgid for pgid in groups if _members(pgid)]
+        groups = [pgid for pgid in groups if group_members(pgid)]
         time.sleep(0.1)
     for pgid in groups:
         _signal_group(pgid, signal.SIGKILL)

@@ -11,23 +11,11 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
+from lookback.workers.lifeline import group_members
 from lookback.workers.processes import Group
 
 from tests.service.helpers import REPO, wait_for
-
-
-def group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
 
 
 def worker_groups(service) -> list[int]:
