@@ -45,26 +45,18 @@ def escape_strings(value: Any) -> tuple[Any, int]:
     stack = [value] if isinstance(value, dict | list) else []
     while stack:
         node = stack.pop()
-        if isinstance(node, dict):
-            for key in list(node):
-                item = node[key]
-                if isinstance(item, str):
-                    fixed = escape_surrogates(item)
-                    if fixed is not item:
-                        node[key], repaired = fixed, repaired + 1
-                elif isinstance(item, dict | list):
-                    stack.append(item)
-                if isinstance(key, str) and (new_key := escape_surrogates(key)) is not key:
-                    node[new_key] = node.pop(key)
-                    repaired += 1
-        else:
-            for index, item in enumerate(node):
-                if isinstance(item, str):
-                    fixed = escape_surrogates(item)
-                    if fixed is not item:
-                        node[index], repaired = fixed, repaired + 1
-                elif isinstance(item, dict | list):
-                    stack.append(item)
+        slots = list(node) if isinstance(node, dict) else range(len(node))  # renamed keys move
+        for slot in slots:
+            item = node[slot]
+            if isinstance(item, str):
+                fixed = escape_surrogates(item)
+                if fixed is not item:
+                    node[slot], repaired = fixed, repaired + 1
+            elif isinstance(item, dict | list):
+                stack.append(item)
+            if isinstance(slot, str) and (new_key := escape_surrogates(slot)) is not slot:
+                node[new_key] = node.pop(slot)
+                repaired += 1
     return value, repaired
 
 
