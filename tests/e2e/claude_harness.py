@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .npm_install import NpmInstallError, install_into_cache
+
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 CLAUDE_VERSION = "2.1.328"
 FAKE_REPLY = "Noted: answer from the fake model."
@@ -38,10 +40,6 @@ THINKING_TEXT = "Private reasoning THOUGHT_SECRET_77, never to be indexed."
 SUMMARY_TEXT = ("<analysis>Reviewed the turns.</analysis>\n<summary>1. The user and the "
                 "assistant worked on the project. No identifiers are kept in this summary."
                 "</summary>")
-
-
-class ClaudeInstallError(RuntimeError):
-    """npm or the Claude Code package could not be installed; the message says what npm said."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -63,40 +61,15 @@ def claude_wrapper(cache: Path) -> Path:
 
 def install_claude(cache: Path | None = None, timeout: float = 900) -> list[str]:
     """Install the pinned Claude Code into `cache` unless it is there; return the command that
-    runs it (`node <cli-wrapper.cjs>`).
-
-    Installs into a sibling folder and renames it into place, so an interrupted install never
-    leaves a half-filled cache that later runs would trust.
-    """
+    runs it (`node <cli-wrapper.cjs>`)."""
     cache = cache or claude_cache_dir()
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        raise ClaudeInstallError("node/npm are not on PATH; the Claude Code e2e tests need them")
+        raise NpmInstallError("node/npm are not on PATH; the Claude Code e2e tests need them")
     if not claude_wrapper(cache).exists():
-        _npm_install(npm, cache, timeout)
+        install_into_cache(npm, f"{CLAUDE_PACKAGE}@{CLAUDE_VERSION}", cache,
+                           lambda folder: claude_wrapper(folder).exists(), timeout)
     return [node, str(claude_wrapper(cache))]
-
-
-def _npm_install(npm: str, cache: Path, timeout: float) -> None:
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    staging = cache.with_name(f"{cache.name}.installing-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    command = [npm, "install", "--no-audit", "--no-fund", f"{CLAUDE_PACKAGE}@{CLAUDE_VERSION}"]
-    try:
-        done = subprocess.run(command, cwd=staging, capture_output=True, text=True,
-                              timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ClaudeInstallError(f"npm install timed out after {timeout:.0f}s") from error
-    if done.returncode != 0 or not claude_wrapper(staging).exists():
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ClaudeInstallError(
-            f"`{' '.join(command)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    try:
-        staging.rename(cache)
-    except OSError:  # another process finished first: use its copy
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------

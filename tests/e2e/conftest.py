@@ -14,13 +14,13 @@ import pytest
 
 from .harness import (
     FakeModelServer,
-    PiInstallError,
     PiRun,
     PiRunner,
     install_pi,
     prepare_session,
     write_agent_dir,
 )
+from .npm_install import installed_or_fail
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -37,10 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def pi_bin() -> Path:
     """The pinned `pi` binary, installed into the cache folder on first use."""
-    try:
-        return install_pi()
-    except PiInstallError as error:
-        pytest.fail(f"cannot install the Pi CLI for the e2e tests: {error}", pytrace=False)
+    return installed_or_fail(install_pi, "the Pi CLI")
 
 
 @pytest.fixture

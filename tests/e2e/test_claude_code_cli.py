@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from .claude_harness import (
-    ClaudeInstallError,
     ClaudeRunner,
     FakeAnthropic,
     install_claude,
@@ -31,6 +30,7 @@ from .claude_harness import (
     text_of,
 )
 from .harness import JsonServer, free_port, reader_process
+from .npm_install import installed_or_fail
 
 EARLY = "The release codename is QUASAR_FERN_8127; remember it for later."
 LIVE = "From now on we use the LIVE_CONTEXT_5150 flag."
@@ -42,10 +42,7 @@ LOOKBACK = str(Path(sys.executable).with_name("lookback"))
 
 @pytest.fixture(scope="session")
 def claude_command() -> list[str]:
-    try:
-        return install_claude()
-    except ClaudeInstallError as error:
-        pytest.fail(f"cannot install Claude Code for the e2e tests: {error}", pytrace=False)
+    return installed_or_fail(install_claude, "Claude Code")
 
 
 @pytest.fixture
