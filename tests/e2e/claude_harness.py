@@ -275,14 +275,3 @@ class ClaudeRunner:
         """Main session files (sub-agent transcripts left out), oldest first."""
         found = [p for p in self.projects().glob("*/*.jsonl")]
         return sorted(found, key=lambda p: p.stat().st_mtime_ns)
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
-

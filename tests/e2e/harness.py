@@ -347,14 +347,20 @@ def reader_process(
 # Session files
 
 
-def read_session(path: Path) -> tuple[dict, list[dict]]:
-    """The header and the id-carrying entries of a session file (blank/malformed lines skipped)."""
+def read_jsonl(path: Path) -> list[dict]:
+    """The parsed lines of a JSONL file (blank and malformed lines skipped)."""
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:
             continue
+    return rows
+
+
+def read_session(path: Path) -> tuple[dict, list[dict]]:
+    """The header and the id-carrying entries of a session file (blank/malformed lines skipped)."""
+    rows = read_jsonl(path)
     return rows[0], [r for r in rows[1:] if isinstance(r, dict) and r.get("id")]
 
 

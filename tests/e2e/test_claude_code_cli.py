@@ -26,10 +26,9 @@ from .claude_harness import (
     ClaudeRunner,
     FakeAnthropic,
     install_claude,
-    read_jsonl,
     text_of,
 )
-from .harness import JsonServer, free_port, reader_process
+from .harness import JsonServer, free_port, read_jsonl, reader_process
 from .npm_install import installed_or_fail
 
 EARLY = "The release codename is QUASAR_FERN_8127; remember it for later."
