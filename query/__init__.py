@@ -1,4 +1,10 @@
-"""Query: the synchronous read side (text, search, privacy, context, semantic)."""
+"""Query: the synchronous read side (text, search, privacy, context, semantic).
+
+Each subpackage's public API is the ``_EXPORTS`` table in its ``__init__``: what other
+packages may use (tests/test_layers.py checks it); everything else is the subpackage's
+own. Each name is imported on first use (``lazy_exports``), so importing one module of
+a subpackage stays cheap.
+"""
 
 from __future__ import annotations
 

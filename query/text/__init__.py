@@ -3,9 +3,7 @@
 Normalizing and folding, stopwords, term extraction, FTS5 query building and match
 verification (docs/specification.md steps 2-4 and 7-8). Knows no index.
 
-The public API is ``_EXPORTS`` below: what other packages may use (tests/test_layers.py
-checks it); everything else is this package's own. Each name is imported on first
-use, so importing one module of the package stays cheap.
+The public API is ``_EXPORTS`` below (the rule is in ``lookback.query``'s docstring).
 """
 
 from __future__ import annotations
