@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -97,6 +97,48 @@ def normalize_rows(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
     return matrix
+
+
+#: Characters of a text handed to a word-piece tokenizer: far more than a 256-piece
+#: window, while sparing the tokenizer a megabyte-long tool output.
+MAX_TOKENIZER_CHARS = 10_000
+
+
+def embed_word_pieces(
+    texts: Sequence[str],
+    dimensions: int,
+    tokenizer: Any,
+    batches: Callable[[list[int]], list[list[int]]],
+    forward: Callable[[list[list[int]]], np.ndarray],
+) -> np.ndarray:
+    """The embed() of the word-piece encoders (MiniLM in numpy or onnxruntime).
+
+    ``tokenizer`` is a ``tokenizers.Tokenizer``; ``batches`` groups positions by
+    their token counts; ``forward`` maps one batch of token id lists to pooled
+    rows. Blank texts get zero rows; the result is L2-normalised float32.
+    """
+    items = check_texts(texts)
+    matrix = np.zeros((len(items), dimensions), dtype=np.float32)
+    wanted = [index for index, text in enumerate(items) if text.strip()]
+    if not wanted:
+        return matrix
+    encodings = tokenizer.encode_batch([items[i][:MAX_TOKENIZER_CHARS] for i in wanted])
+    token_ids = [encoding.ids for encoding in encodings]
+    for batch in batches([len(ids) for ids in token_ids]):
+        matrix[[wanted[position] for position in batch]] = forward(
+            [token_ids[position] for position in batch])
+    return normalize_rows(matrix)
+
+
+def pad_token_ids(token_ids: list[list[int]], mask_dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, mask) of one batch, right-padded with zeros to its longest member."""
+    length = max(len(ids) for ids in token_ids)
+    ids = np.zeros((len(token_ids), length), dtype=np.int64)
+    mask = np.zeros((len(token_ids), length), dtype=mask_dtype)
+    for row, row_ids in enumerate(token_ids):
+        ids[row, : len(row_ids)] = row_ids
+        mask[row, : len(row_ids)] = 1
+    return ids, mask
 
 
 def _make_hashing() -> EmbeddingPort:

@@ -24,15 +24,10 @@ from pathlib import Path
 
 import numpy as np
 from lookback.index.chunking import DEFAULT_MAX_CHARS
-from lookback.index.embedding import EmbeddingUnavailable, check_texts, normalize_rows
+from lookback.index.embedding import EmbeddingUnavailable, embed_word_pieces, pad_token_ids
 
 #: Embeddings per forward batch; bounds the attention matrices' memory.
 BATCH_SIZE = 16
-
-#: Characters of a text handed to the tokenizer. Word pieces average a few
-#: characters, so this keeps far more than the 256-piece window while
-#: sparing the tokenizer a megabyte-long tool output.
-MAX_INPUT_CHARS = 10_000
 
 _MASKED = np.float32(-1e9)
 
@@ -196,27 +191,13 @@ class MiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into L2-normalised float32 rows (zero rows for blank text)."""
-        items = check_texts(texts)
-        matrix = np.zeros((len(items), self.dimensions), dtype=np.float32)
-        wanted = [index for index, text in enumerate(items) if text.strip()]
-        if not wanted:
-            return matrix
-        encodings = self._tokenizer.encode_batch([items[i][:MAX_INPUT_CHARS] for i in wanted])
-        token_ids = [encoding.ids for encoding in encodings]
-        for batch in _length_batches([len(ids) for ids in token_ids]):
-            pooled = self._forward([token_ids[position] for position in batch])
-            matrix[[wanted[position] for position in batch]] = pooled
-        return normalize_rows(matrix)
+        return embed_word_pieces(texts, self.dimensions, self._tokenizer, _length_batches,
+                                 self._forward)
 
     def _forward(self, token_ids: list[list[int]]) -> np.ndarray:
         """Mean-pooled last hidden states for one batch of token id lists."""
-        length = max(len(ids) for ids in token_ids)
-        ids = np.zeros((len(token_ids), length), dtype=np.int64)
-        mask = np.zeros((len(token_ids), length), dtype=np.float32)
-        for row, row_ids in enumerate(token_ids):
-            ids[row, : len(row_ids)] = row_ids
-            mask[row, : len(row_ids)] = 1.0
-
+        ids, mask = pad_token_ids(token_ids, np.float32)
+        length = ids.shape[1]
         hidden = self._word[ids] + self._position[:length] + self._token_type
         hidden = _layer_norm(hidden, *self._embed_norm, self._eps)
         attention_bias = ((1.0 - mask) * _MASKED)[:, None, None, :]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from lookback.index.chunking import DEFAULT_MAX_CHARS
-from lookback.index.embedding import EmbeddingUnavailable, check_texts, normalize_rows
+from lookback.index.embedding import EmbeddingUnavailable, embed_word_pieces, pad_token_ids
 
 #: Texts per forward batch (grouped by length, so little work goes to padding).
 BATCH_SIZE = 32
@@ -35,8 +35,11 @@ BATCH_SIZE = 32
 #: the fixtures, 1,743 chunks instead of 3,992.
 MAX_CHUNKS = 4
 
-#: Characters of a text handed to the tokenizer (far more than the token window).
-MAX_INPUT_CHARS = 10_000
+
+def _sorted_batches(lengths: list[int]) -> list[list[int]]:
+    """Positions shortest first, in batches of ``BATCH_SIZE`` (little padding)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    return [order[start:start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
 
 
 def _package_file(module: str, relative: str, extra: str) -> Path:
@@ -115,26 +118,11 @@ class OnnxEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into L2-normalised float32 rows (zero rows for blank text)."""
-        items = check_texts(texts)
-        matrix = np.zeros((len(items), self.dimensions), dtype=np.float32)
-        wanted = [index for index, text in enumerate(items) if text.strip()]
-        if not wanted:
-            return matrix
-        encodings = self._tokenizer.encode_batch([items[i][:MAX_INPUT_CHARS] for i in wanted])
-        order = sorted(range(len(wanted)), key=lambda position: len(encodings[position].ids))
-        for start in range(0, len(order), BATCH_SIZE):
-            batch = order[start:start + BATCH_SIZE]
-            pooled = self._forward([encodings[position].ids for position in batch])
-            matrix[[wanted[position] for position in batch]] = pooled
-        return normalize_rows(matrix)
+        return embed_word_pieces(texts, self.dimensions, self._tokenizer, _sorted_batches,
+                                 self._forward)
 
     def _forward(self, token_ids: list[list[int]]) -> np.ndarray:
-        length = max(len(ids) for ids in token_ids)
-        ids = np.zeros((len(token_ids), length), dtype=np.int64)
-        mask = np.zeros((len(token_ids), length), dtype=np.int64)
-        for row, row_ids in enumerate(token_ids):
-            ids[row, : len(row_ids)] = row_ids
-            mask[row, : len(row_ids)] = 1
+        ids, mask = pad_token_ids(token_ids, np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
