@@ -1,8 +1,9 @@
-"""query.privacy.secrets: the run gates change cost, never results.
+"""query.privacy.secrets: the run gates and the anchor automaton change cost, never
+results.
 
-The reference below is the detector search without the ``token_run``/``alnum_run``
-gates (anchors, then windows, then the patterns: the search before those gates were
-added). Every text of every fixture, the secret corpora of the privacy tests, each
+The reference below is the detector search as it was before them: a substring test
+per anchor, then the windows, then the patterns, with no ``token_run``/``alnum_run``
+gate. Every text of every fixture, the secret corpora of the privacy tests, each
 secret inside real session text and near-miss variants must give the same findings,
 offsets included.
 """
@@ -40,7 +41,7 @@ def reference_windows(lowered: str, window) -> list[tuple[int, int]]:
 
 
 def reference_find(text: str) -> list[SecretFinding]:
-    """``find_secrets`` without the run gates."""
+    """``find_secrets`` without the run gates and the anchor automaton."""
     lowered = text.lower()
     if len(lowered) != len(text):
         lowered = "".join(char.lower()[:1] or char for char in text)

@@ -7,8 +7,9 @@ and per-line bookkeeping), so this module runs the plugins' regexes directly, be
 a two-level ``Gate`` per detector:
 
 - ``anchors``: literals (lowercase) every match contains; when none occurs in the
-  text (a C-speed substring test) the detector's regexes are not run at all. Most
-  excerpts contain no anchor of most detectors;
+  text the detector's regexes are not run at all. Most excerpts contain no anchor of
+  most detectors. One Aho-Corasick pass (``pyahocorasick``, C) finds every anchor a
+  text holds: a substring scan per anchor (about 70) was half the cost of a text;
 - ``window``: for patterns that are costly per position (IBM/Cloudant/SoftLayer
   keyword forms, Telegram, Discord), a cheap regex for the part every match
   contains; the pattern is then searched only near its matches, in windows that keep
@@ -44,6 +45,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
+
+import ahocorasick
 
 #: Window searched on each side of a ``Gate.window`` match. A windowed pattern is found
 #: when its match lies within one window of that match (the longest windowed match,
@@ -288,14 +291,36 @@ class _Runs:
         return b"x" * length in mapped
 
 
+@cache
+def _anchor_automaton() -> ahocorasick.Automaton:
+    """Every anchor of two or more characters, for one Aho-Corasick pass over a text."""
+    automaton = ahocorasick.Automaton()
+    for detector in detectors():
+        for anchor in detector.anchors:
+            if len(anchor) > 1:
+                automaton.add_word(anchor, anchor)
+    automaton.make_automaton()
+    return automaton
+
+
+def _present_anchors(lowered: str) -> set[str]:
+    """The anchors that occur in ``lowered``: one automaton pass instead of one substring
+    scan per anchor (about 70 scans, most of them of texts that hold no anchor), and a
+    ``memchr`` test for each one-character anchor."""
+    present = {anchor for _, anchor in _anchor_automaton().iter(lowered)}
+    present.update(a for d in detectors() for a in d.anchors if len(a) == 1 and a in lowered)
+    return present
+
+
 def _first_match(
-    detector: _Detector, text: str, lowered: str, runs: _Runs
+    detector: _Detector, text: str, lowered: str, present: set[str], runs: _Runs
 ) -> SecretFinding | None:
-    if not any(anchor in lowered for anchor in detector.anchors):
-        return None
+    # The run tests first: they are cheaper than scanning the text for each anchor.
     if detector.token_run and not runs.has(_TOKEN_TABLE, detector.token_run):
         return None
     if detector.alnum_run and not runs.has(_ALNUM_TABLE, detector.alnum_run):
+        return None
+    if not any(anchor in present for anchor in detector.anchors):
         return None
     if detector.window is None:
         spans = [(0, len(text))]
@@ -324,6 +349,9 @@ def find_secrets(text: str) -> list[SecretFinding]:
     is withheld anyway) and keeps the cost bounded for texts full of matches.
     """
     lowered = _lowered(text)
+    present = _present_anchors(lowered)
     runs = _Runs(text)
-    findings = (_first_match(detector, text, lowered, runs) for detector in detectors())
+    findings = (
+        _first_match(detector, text, lowered, present, runs) for detector in detectors()
+    )
     return sorted((f for f in findings if f), key=lambda f: (f.start, f.detector))
