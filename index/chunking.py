@@ -16,6 +16,16 @@ stored chunk vectors are rebuilt):
 3. The next window starts ``overlap`` characters before the cut, moved
    forward to the next word start so no chunk begins mid-word, and always
    after the previous window's start.
+4. :func:`entry_chunks` keeps an embedder's first ``max_chunks`` chunks and
+   adds one *prose chunk*: the entry's natural language alone (see
+   :func:`prose_text`), when it has at least ``PROSE_MIN_WORDS`` words and
+   differs from every chunk.
+
+Why the prose chunk: an assistant turn is often one sentence ("Now I'll delete
+the three old functions") followed by a tool call's JSON, or a paragraph round
+a code block; embedded together, the JSON and code drown the sentence. Short
+prose ("Let me read it:") is left out: it says nothing and matched everything
+(on the golden set, 16 words ranked best; docs/semantic.md).
 
 Character counts, not tokens, keep the rule independent of any tokenizer.
 Code and tool output are dense (often two characters per word piece), so the
@@ -25,10 +35,38 @@ of the real Pi sessions in the fixtures; 800 overflowed it for over a quarter.
 
 from __future__ import annotations
 
-CHUNKING_VERSION = 1
+import re
+
+CHUNKING_VERSION = 2
 
 DEFAULT_MAX_CHARS = 500
 DEFAULT_OVERLAP = 80
+
+#: Words a prose chunk needs to be embedded (rule 4).
+PROSE_MIN_WORDS = 16
+
+_FENCED_CODE = re.compile(r"```.*?(?:```|$)", re.S)
+#: How ingest renders a tool call: its name, a space, its arguments as one-line JSON.
+_TOOL_CALL_LINE = re.compile(r"^[\w.:-]+ [{\[].*$", re.M)
+#: A path, kept as its last component (``src/modes/print-mode.ts`` -> ``print-mode.ts``).
+_PATH = re.compile(r"(?:[\w.-]*/)+([\w.-]+)")
+_SPACES = re.compile(r"\s+")
+
+
+def prose_text(text: str) -> str:
+    """``text`` without fenced code and tool-call lines, paths cut to their last part."""
+    text = _TOOL_CALL_LINE.sub(" ", _FENCED_CODE.sub(" ", text))
+    return _SPACES.sub(" ", _PATH.sub(r"\1", text)).strip()
+
+
+def entry_chunks(text: str, max_chars: int = DEFAULT_MAX_CHARS,
+                 overlap: int = DEFAULT_OVERLAP, max_chunks: int | None = None) -> list[str]:
+    """What is embedded for one entry: its first ``max_chunks`` chunks and its prose chunk."""
+    chunks = chunk_text(text, max_chars=max_chars, overlap=overlap)[:max_chunks]
+    prose = prose_text(text)[:max_chars]
+    if len(prose.split()) >= PROSE_MIN_WORDS and prose not in chunks:
+        chunks.append(prose)
+    return chunks
 
 
 def chunk_text(

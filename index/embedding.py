@@ -15,7 +15,7 @@ workers and tests can pass their own). Three ship with Lookback:
     numpy only, always available, microseconds per query.
 ``minilm-onnx``
     :func:`index.embedding_onnx.minilm_onnx` -- all-MiniLM-L6-v2 with int8
-    weights on onnxruntime, the first 4 chunks of each entry (the
+    weights on onnxruntime, the first 4 chunks of each entry and its prose chunk (the
     ``semantic`` extra). The one to use for paraphrases (docs/semantic.md).
 ``minilm``
     :class:`index.embedding_minilm.MiniLMEmbedder` -- the same model in

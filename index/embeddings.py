@@ -1,7 +1,7 @@
 """Semantic vectors in the project index: which entries lack one, storing a batch, building.
 
 Vectors are an opt-in projection (``retrieval.semantic``). Each eligible entry is
-split by :func:`query.chunking.chunk_text`; each chunk's vector is one row of the
+split by :func:`index.chunking.entry_chunks`; each chunk's vector is one row of the
 ``embeddings`` table (see :mod:`index.schema`), stamped with the entry's
 ``text_hash`` and the :class:`Stamp` (model name, dimensions, chunking version).
 A row is *current* when its stamp and text hash match; anything else is stale and
@@ -25,7 +25,12 @@ from pathlib import Path
 
 import apsw
 import numpy as np
-from lookback.index.chunking import CHUNKING_VERSION, DEFAULT_MAX_CHARS, DEFAULT_OVERLAP, chunk_text
+from lookback.index.chunking import (
+    CHUNKING_VERSION,
+    DEFAULT_MAX_CHARS,
+    DEFAULT_OVERLAP,
+    entry_chunks,
+)
 from lookback.index.embedding import EmbeddingPort
 from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
@@ -153,15 +158,15 @@ def embed_entries(embedder: EmbeddingPort, entries: Sequence[PendingEntry]) -> l
     """Chunk and embed ``entries`` with one ``embed`` call (raises ``EmbeddingError``)."""
     size = getattr(embedder, "chunk_chars", DEFAULT_MAX_CHARS)
     most = getattr(embedder, "max_chunks", None)  # a slow model embeds only an entry's start
-    chunks = [chunk_text(entry.text, max_chars=size, overlap=min(DEFAULT_OVERLAP, size // 4))[:most]
-              for entry in entries]
-    flat = [chunk for entry_chunks in chunks for chunk in entry_chunks]
+    overlap = min(DEFAULT_OVERLAP, size // 4)
+    chunks = [entry_chunks(entry.text, size, overlap, most) for entry in entries]
+    flat = [chunk for pieces in chunks for chunk in pieces]
     matrix = embedder.embed(flat) if flat else np.zeros((0, embedder.dimensions), np.float32)
     found, start = [], 0
-    for entry, entry_chunks in zip(entries, chunks, strict=True):
-        if entry_chunks:
-            found.append(EntryVectors(entry, matrix[start:start + len(entry_chunks)]))
-        start += len(entry_chunks)
+    for entry, pieces in zip(entries, chunks, strict=True):
+        if pieces:
+            found.append(EntryVectors(entry, matrix[start:start + len(pieces)]))
+        start += len(pieces)
     return found
 
 

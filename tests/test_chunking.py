@@ -6,7 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from lookback.index.chunking import CHUNKING_VERSION, DEFAULT_MAX_CHARS, chunk_text
+from lookback.index.chunking import (
+    CHUNKING_VERSION,
+    DEFAULT_MAX_CHARS,
+    PROSE_MIN_WORDS,
+    chunk_text,
+    entry_chunks,
+    prose_text,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # A real 4,899-character assistant message with prose and code (see the fixture's source note).
@@ -62,3 +69,33 @@ def test_chunking_is_deterministic_and_versioned() -> None:
 def test_bad_arguments_get_a_clear_error(text, max_chars, overlap, error, message) -> None:
     with pytest.raises(error, match=message):
         chunk_text(text, max_chars=max_chars, overlap=overlap)
+
+
+# Two real assistant turns of before-compaction.jsonl (v1:308 and v1:375 of its index).
+DELETE_TURN = (
+    "Good. Now I'll delete all three functions (runSingleShotMode, executeRpcBashCommand, "
+    "runRpcMode). They span from line 811 to line 1112. Let me do this carefully:\n"
+    'read {"limit": 10, "offset": 805, "path": '
+    '"/Users/badlogic/workspaces/pi-mono/packages/coding-agent/src/main-new.ts"}')
+SHORT_TURN = (
+    "You're right. Let me read it in chunks:\n"
+    'read {"limit": 200, "offset": 1, "path": '
+    '"/Users/badlogic/workspaces/pi-mono/packages/coding-agent/src/tui/tui-renderer.ts"}')
+
+
+def test_prose_text_drops_tool_calls_and_code_and_shortens_paths() -> None:
+    assert prose_text(DELETE_TURN) == (
+        "Good. Now I'll delete all three functions (runSingleShotMode, executeRpcBashCommand, "
+        "runRpcMode). They span from line 811 to line 1112. Let me do this carefully:")
+    assert prose_text("See src/modes/print-mode.ts:\n```ts\nconst x = 1;\n```\ndone") == (
+        "See print-mode.ts: done")
+
+
+def test_entry_chunks_add_a_prose_chunk_only_when_it_says_enough() -> None:
+    chunks = entry_chunks(DELETE_TURN)
+    assert chunks == chunk_text(DELETE_TURN) + [prose_text(DELETE_TURN)]
+    assert len(prose_text(SHORT_TURN).split()) < PROSE_MIN_WORDS
+    assert entry_chunks(SHORT_TURN) == chunk_text(SHORT_TURN)
+    # Plain prose is its own chunk already: nothing is embedded twice.
+    assert entry_chunks("fix the theme loader " * 10) == chunk_text("fix the theme loader " * 10)
+    assert entry_chunks(LONG_TEXT, max_chunks=2)[:2] == chunk_text(LONG_TEXT)[:2]
