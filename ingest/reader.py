@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, BinaryIO
@@ -128,8 +129,8 @@ def read_session(path: str, state: FileState | None = None, *,
     """
     stats = stats if stats is not None else ReadStats()
     path = os.path.abspath(path)
-    size = os.stat(path).st_size
-    with open(path, "rb") as handle:
+    with open_session_file(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
         pending: list[Event] = []
         if state is not None and not _prefix_unchanged(handle, state, size):
             stats.rewrites += 1
@@ -148,9 +149,8 @@ def read_session(path: str, state: FileState | None = None, *,
 def is_rewritten(path: str, state: FileState) -> bool:
     """True when ``path`` no longer starts with what ``state`` read: it shrank, or its
     header or last read line changed (a rewrite, not an append)."""
-    size = os.stat(path).st_size
-    with open(path, "rb") as handle:
-        return not _prefix_unchanged(handle, state, size)
+    with open_session_file(path) as handle:
+        return not _prefix_unchanged(handle, state, os.fstat(handle.fileno()).st_size)
 
 
 def session_identity(path: str,
@@ -160,9 +160,27 @@ def session_identity(path: str,
     Raises NotASession for any other file (HeaderPending while its first line is
     still being written), OSError when it cannot be read.
     """
-    with open(path, "rb") as handle:
+    with open_session_file(path) as handle:
         state, _ = _read_header(handle, os.path.abspath(path), max_line_bytes, ReadStats())
     return state.session_id, state.cwd
+
+
+def open_session_file(path: str) -> BinaryIO:
+    """``path`` opened for binary reading, only when it is a regular file.
+
+    The one guard every read of a session goes through: a FIFO would block a plain
+    ``open`` until some writer came and ``/dev/zero`` never ends, so both (and links
+    to them) are NotASession. ``O_NONBLOCK`` changes only how a FIFO opens; reads of a
+    regular file are unaffected.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotASession(f"{path}: not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: ReadStats,

@@ -9,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
+from lookback.ingest.reader import NotASession, is_rewritten, read_session, session_identity
 
 from lookback.freshness import engine_for
 from lookback.settings import load_settings
@@ -83,3 +85,18 @@ def test_an_empty_new_file_is_not_an_error_either(home, tmp_path):
     path.write_text("")
     result = lookback(home, "index", str(path))
     assert result.returncode == 0, result.stderr
+
+
+def test_every_session_read_refuses_what_is_not_a_regular_file(tmp_path):
+    """One guard in ingest: a FIFO would block ``open`` and /dev/zero never ends."""
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    (tmp_path / "to-zero.jsonl").symlink_to("/dev/zero")
+    state = next(read_session(str(V3))).state
+    for path in (str(fifo), "/dev/zero", str(tmp_path / "to-zero.jsonl")):
+        with pytest.raises(NotASession, match="not a regular file"):
+            session_identity(path)
+        with pytest.raises(NotASession, match="not a regular file"):
+            list(read_session(path))
+        with pytest.raises(NotASession, match="not a regular file"):
+            is_rewritten(path, state)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from lookback.index.memo import Memo
 from lookback.index.store import IndexUnavailable
 from lookback.index.tree import PathEntry, branch
 from lookback.ingest.pipeline import peek_header
-from lookback.ingest.reader import DEFAULT_MAX_LINE_BYTES, HeaderPending, NotASession
+from lookback.ingest.reader import DEFAULT_MAX_LINE_BYTES, HeaderPending
 from lookback.query.search.pool import (
     DEFAULT_MAX_OPEN_FILES,
     DEFAULT_PER_PROJECT,
@@ -112,10 +111,8 @@ class IndexReader:
 
     def _header(self, session_file: str) -> tuple[str, str]:
         # Pi may rewrite a file in place, but never changes its session id or cwd.
-        status = os.stat(session_file)
-        if not stat.S_ISREG(status.st_mode):  # /dev/zero, a FIFO (or a link to one) hang
-            raise NotASession("session_file is not a regular file")
-        key = (session_file, status.st_ino)
+        # (A FIFO or /dev/zero is refused by peek_header's open, as every session read.)
+        key = (session_file, os.stat(session_file).st_ino)
         found = self._headers.get(key)
         if found is None:
             try:
