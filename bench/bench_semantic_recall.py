@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -69,25 +70,27 @@ class Scope:
 
 def vector_ranking(home: Path, embedder: EmbeddingPort, question: str,
                    allowed: set[str]) -> list[str]:
-    """Entry ids of the allowed scope, by best chunk similarity less the chunk-count
-    penalty (``hybrid.CHUNK_PENALTY``), as the hybrid step ranks them."""
+    """Entry ids of the allowed scope as the hybrid step ranks them: by
+    ``hybrid.entry_scores`` (the mean of the two best chunks) less the chunk-count
+    penalty (``hybrid.CHUNK_PENALTY``)."""
     database = open_reader(project_dir(home, CWD).index_path())
     current, params = Stamp.of(embedder).sql()
     rows = database.execute(
         f"SELECT e.entry_id, v.vector FROM embeddings v JOIN entries e ON "
         f"e.session_id = v.session_id AND e.entry_id = v.entry_id "
-        f"WHERE v.session_id = ? AND {current}", [SESSION, *params]).fetchall()
+        f"WHERE v.session_id = ? AND {current} ORDER BY e.rowid, v.chunk",
+        [SESSION, *params]).fetchall()
     database.close()
     rows = [row for row in rows if row[0] in allowed]
     matrix = decode([row[1] for row in rows], embedder.dimensions)
     similarity = matrix @ embedder.embed([question])[0]
-    best: dict[str, float] = {}
-    chunks: dict[str, int] = {}
-    for (entry_id, _), value in zip(rows, similarity, strict=True):
-        best[entry_id] = max(best.get(entry_id, -2.0), float(value))
-        chunks[entry_id] = chunks.get(entry_id, 0) + 1
-    score = {entry_id: value - hybrid.CHUNK_PENALTY * math.log(chunks[entry_id])
-             for entry_id, value in best.items()}
+    entry_ids, starts, counts = np.unique([row[0] for row in rows], return_index=True,
+                                          return_counts=True)
+    order = np.argsort(starts)  # np.unique sorts by id; rows are grouped in rowid order
+    entry_ids, starts, counts = entry_ids[order], starts[order], counts[order]
+    scores = (hybrid.entry_scores(similarity, starts, counts)
+              - hybrid.CHUNK_PENALTY * np.log(counts))
+    score = dict(zip(entry_ids.tolist(), scores.tolist(), strict=True))
     return sorted(score, key=lambda entry_id: (-score[entry_id], entry_id))
 
 

@@ -20,12 +20,26 @@ stored chunk vectors are rebuilt):
    adds one *prose chunk*: the entry's natural language alone (see
    :func:`prose_text`), when it has at least ``PROSE_MIN_WORDS`` words and
    differs from every chunk.
+5. :func:`weighted_chunks` gives each chunk a weight, stored as its vector's
+   length (so a dot product with a unit query vector is the weighted cosine):
+   the prose chunk weighs 1; the other chunks of a tool's output weigh
+   ``1 - TOOL_OUTPUT_DISCOUNT``; those of any other entry weigh 1 less
+   ``CODE_DISCOUNT`` times the share of the entry's text that is not prose
+   (code, tool-call JSON, the directories of paths) -- 1 for plain prose.
 
 Why the prose chunk: an assistant turn is often one sentence ("Now I'll delete
 the three old functions") followed by a tool call's JSON, or a paragraph round
 a code block; embedded together, the JSON and code drown the sentence. Short
 prose ("Let me read it:") is left out: it says nothing and matched everything
-(on the golden set, 16 words ranked best; docs/semantic.md).
+(12 words ranked best on the tuning questions once code chunks weighed less;
+docs/semantic.md).
+
+Why the weights: a chunk of code or tool-call JSON shares identifiers and
+vocabulary ("session", "reset", "fresh") with almost any question about the
+work, so its cosine is high by chance, and such chunks filled the top 5 above
+the user message a question paraphrased. Questions ask about what was said;
+tool output is still found by its words (the lexical search) and by a strong
+match. Both discounts were chosen on the tuning questions (docs/semantic.md).
 
 Character counts, not tokens, keep the rule independent of any tokenizer.
 Code and tool output are dense (often two characters per word piece), so the
@@ -37,13 +51,20 @@ from __future__ import annotations
 
 import re
 
-CHUNKING_VERSION = 2
+CHUNKING_VERSION = 3
 
 DEFAULT_MAX_CHARS = 500
 DEFAULT_OVERLAP = 80
 
 #: Words a prose chunk needs to be embedded (rule 4).
-PROSE_MIN_WORDS = 16
+PROSE_MIN_WORDS = 12
+
+#: Rule 5: a chunk of an entry with no prose at all weighs this much less.
+CODE_DISCOUNT = 0.15
+#: Rule 5: every chunk of a tool's output weighs this much less.
+TOOL_OUTPUT_DISCOUNT = 0.2
+#: Entry roles whose text is a tool's output rather than something said.
+TOOL_OUTPUT_ROLES = frozenset({"toolResult", "bashExecution"})
 
 _FENCED_CODE = re.compile(r"```.*?(?:```|$)", re.S)
 #: How ingest renders a tool call: its name, a space, its arguments as one-line JSON.
@@ -62,11 +83,24 @@ def prose_text(text: str) -> str:
 def entry_chunks(text: str, max_chars: int = DEFAULT_MAX_CHARS,
                  overlap: int = DEFAULT_OVERLAP, max_chunks: int | None = None) -> list[str]:
     """What is embedded for one entry: its first ``max_chunks`` chunks and its prose chunk."""
+    return [chunk for chunk, _ in weighted_chunks(text, None, max_chars, overlap, max_chunks)]
+
+
+def weighted_chunks(text: str, role: str | None, max_chars: int = DEFAULT_MAX_CHARS,
+                    overlap: int = DEFAULT_OVERLAP,
+                    max_chunks: int | None = None) -> list[tuple[str, float]]:
+    """:func:`entry_chunks` of an entry of ``role``, each with its weight (rule 5)."""
     chunks = chunk_text(text, max_chars=max_chars, overlap=overlap)[:max_chunks]
-    prose = prose_text(text)[:max_chars]
+    prose = prose_text(text)
+    if role in TOOL_OUTPUT_ROLES:
+        weight = 1.0 - TOOL_OUTPUT_DISCOUNT
+    else:
+        weight = 1.0 - CODE_DISCOUNT * (1.0 - min(1.0, len(prose) / max(1, len(text.strip()))))
+    weighted = [(chunk, weight) for chunk in chunks]
+    prose = prose[:max_chars]
     if len(prose.split()) >= PROSE_MIN_WORDS and prose not in chunks:
-        chunks.append(prose)
-    return chunks
+        weighted.append((prose, 1.0))
+    return weighted
 
 
 def chunk_text(

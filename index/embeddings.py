@@ -1,7 +1,8 @@
 """Semantic vectors in the project index: which entries lack one, storing a batch, building.
 
 Vectors are an opt-in projection (``retrieval.semantic``). Each eligible entry is
-split by :func:`index.chunking.entry_chunks`; each chunk's vector is one row of the
+split by :func:`index.chunking.weighted_chunks`; each chunk's vector, scaled to the
+chunk's weight, is one row of the
 ``embeddings`` table (see :mod:`index.schema`), stamped with the entry's
 ``text_hash`` and the :class:`Stamp` (model name, dimensions, chunking version).
 A row is *current* when its stamp and text hash match; anything else is stale and
@@ -29,7 +30,7 @@ from lookback.index.chunking import (
     CHUNKING_VERSION,
     DEFAULT_MAX_CHARS,
     DEFAULT_OVERLAP,
-    entry_chunks,
+    weighted_chunks,
 )
 from lookback.index.embedding import EmbeddingPort
 from lookback.index.layout import project_dir
@@ -83,6 +84,7 @@ class PendingEntry:
     entry_id: str
     text: str
     text_hash: str
+    role: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ def count_pending(connection: apsw.Connection, stamp: Stamp) -> int:
 def pending_entries(connection: apsw.Connection, stamp: Stamp, *, after_rowid: int = 0,
                     limit: int = BATCH_ENTRIES) -> list[PendingEntry]:
     """The next ``limit`` embeddable entries (by rowid) lacking a current vector."""
-    columns = "e.rowid, e.session_id, e.entry_id, e.text, e.text_hash"
+    columns = "e.rowid, e.session_id, e.entry_id, e.text, e.text_hash, e.role"
     if not has_table(connection):
         sql = (f"SELECT {columns} FROM entries e WHERE {EMBEDDABLE} AND e.rowid > ? "
                f"ORDER BY e.rowid LIMIT ?")
@@ -159,9 +161,12 @@ def embed_entries(embedder: EmbeddingPort, entries: Sequence[PendingEntry]) -> l
     size = getattr(embedder, "chunk_chars", DEFAULT_MAX_CHARS)
     most = getattr(embedder, "max_chunks", None)  # a slow model embeds only an entry's start
     overlap = min(DEFAULT_OVERLAP, size // 4)
-    chunks = [entry_chunks(entry.text, size, overlap, most) for entry in entries]
-    flat = [chunk for pieces in chunks for chunk in pieces]
+    chunks = [weighted_chunks(entry.text, entry.role, size, overlap, most) for entry in entries]
+    flat = [chunk for pieces in chunks for chunk, _ in pieces]
     matrix = embedder.embed(flat) if flat else np.zeros((0, embedder.dimensions), np.float32)
+    # Each chunk's weight becomes its vector's length (index.chunking, rule 5).
+    weights = np.asarray([weight for pieces in chunks for _, weight in pieces], np.float32)
+    matrix = matrix * weights[:, None]
     found, start = [], 0
     for entry, pieces in zip(entries, chunks, strict=True):
         if pieces:

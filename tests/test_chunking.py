@@ -8,11 +8,14 @@ from pathlib import Path
 import pytest
 from lookback.index.chunking import (
     CHUNKING_VERSION,
+    CODE_DISCOUNT,
     DEFAULT_MAX_CHARS,
     PROSE_MIN_WORDS,
+    TOOL_OUTPUT_DISCOUNT,
     chunk_text,
     entry_chunks,
     prose_text,
+    weighted_chunks,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -99,3 +102,23 @@ def test_entry_chunks_add_a_prose_chunk_only_when_it_says_enough() -> None:
     # Plain prose is its own chunk already: nothing is embedded twice.
     assert entry_chunks("fix the theme loader " * 10) == chunk_text("fix the theme loader " * 10)
     assert entry_chunks(LONG_TEXT, max_chunks=2)[:2] == chunk_text(LONG_TEXT)[:2]
+
+
+def test_weighted_chunks_discount_code_and_tool_output_but_never_the_prose_chunk() -> None:
+    # The turn's prose chunk weighs 1; its raw chunk, mostly a tool call's JSON, less.
+    weighted = weighted_chunks(DELETE_TURN, "assistant")
+    assert [chunk for chunk, _ in weighted] == entry_chunks(DELETE_TURN)
+    not_prose = 1 - len(prose_text(DELETE_TURN)) / len(DELETE_TURN)
+    assert [weight for _, weight in weighted] == [pytest.approx(1 - CODE_DISCOUNT * not_prose),
+                                                  1.0]
+    assert 1 - CODE_DISCOUNT < weighted[0][1] < 1.0
+    # A short turn has no prose chunk: its only chunk is discounted.
+    assert weighted_chunks(SHORT_TURN, "assistant")[0][1] < 1.0
+    # Plain prose, said by anyone, weighs 1.
+    plain = "fix the theme loader " * 10
+    assert weighted_chunks(plain, "user") == [(plain.strip(), 1.0)]
+    # Every raw chunk of a tool's output weighs less, whatever it holds.
+    assert weighted_chunks(plain, "toolResult") == [(plain.strip(), 1 - TOOL_OUTPUT_DISCOUNT)]
+    weighted = weighted_chunks(LONG_TEXT, "bashExecution", max_chunks=4)
+    assert [chunk for chunk, _ in weighted] == entry_chunks(LONG_TEXT, max_chunks=4)
+    assert {weight for _, weight in weighted[:4]} == {1 - TOOL_OUTPUT_DISCOUNT}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from lookback.index import embedding
 from lookback.index.embedding import get_embedder
@@ -30,13 +31,14 @@ BEFORE = fixture_path("before-compaction.jsonl")
 CWD = "/Users/badlogic/workspaces/pi-mono"
 SESSION = "ffae836b-9420-4060-ac13-7745215f90ff"
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "semantic_golden.json").read_text())
-
+TUNING = json.loads((Path(__file__).parent / "fixtures" / "semantic_tuning.json").read_text())
 HELDOUT = json.loads((Path(__file__).parent / "fixtures" / "semantic_heldout.json").read_text())
 
-#: Hybrid hits@5 each embedder must reach: (golden, out of 12; held-out, out of 20).
-#: Lexical retrieval finds at most one of them. Measured (docs/semantic.md): hashing
-#: 3/12 and 3/20, minilm-onnx 10/12 and 12/20 (10/20 before entries got a prose chunk).
-MIN_HYBRID_HITS = {"hashing": (2, 2), "minilm-onnx": (8, 11)}
+#: Hybrid hits@5 each embedder must reach: (golden, of 12; tuning, of 28; held-out, of 20).
+#: Measured (docs/semantic.md): hashing 4, 10 and 3; minilm-onnx 11, 23 and 13 -- 10, 20
+#: and 12 before code chunks weighed less and an entry scored its two best chunks, so the
+#: tuning bound fails on that ranking.
+MIN_HYBRID_HITS = {"hashing": (3, 8, 2), "minilm-onnx": (10, 21, 12)}
 
 def _index(home: Path, embedder: str | None = "hashing") -> None:
     index_paths(home, BEFORE)
@@ -65,7 +67,7 @@ def _index_file(home: Path) -> Path:
     return project_dir(home, CWD).index_path()
 
 
-# Its 1,743 chunks (now 2,082) took 387 s with the load average at 10 (9 agents on 2 cores): 900 s
+# Its 1,743 chunks (now 2,145) took 387 s with the load average at 10 (9 agents on 2 cores): 900 s
 # bounds a loaded machine.
 MINILM_SLOW = [pytest.mark.minilm, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -74,7 +76,7 @@ MINILM_SLOW = [pytest.mark.minilm, pytest.mark.slow, pytest.mark.timeout(900)]
 def test_paraphrase_recall_at_5_hybrid_beats_lexical(home: Path, name: str,
                                                       monkeypatch) -> None:
     # Bounded work: MiniLM runs on onnxruntime and embeds the first 4 chunks of each
-    # entry and its prose chunk (2,082 chunks of the 990 entries, against 3,992 for
+    # entry and its prose chunk (2,145 chunks of the 990 entries, against 3,992 for
     # numpy MiniLM before).
     # Recall is what is measured, so a busy machine must not turn answers into
     # fallbacks: the 250 ms budget has its own test below.
@@ -82,14 +84,14 @@ def test_paraphrase_recall_at_5_hybrid_beats_lexical(home: Path, name: str,
     index_paths(home, BEFORE)
     ask = _asker(home, name)
     lexical_before = {case["question"]: _ids(ask(case["question"], semantic=False))
-                      for case in GOLDEN["cases"] + HELDOUT["cases"]}
+                      for case in GOLDEN["cases"] + TUNING["cases"] + HELDOUT["cases"]}
     build_embeddings(home, CWD, get_embedder(name))
     database = open_reader(_index_file(home))
     entries = branch(database, SESSION, "v1:1002")
     allowed = {e.entry_id for e in entries} - {e.entry_id for e in context_entries(entries)}
     database.close()
     found = []
-    for cases in (GOLDEN["cases"], HELDOUT["cases"]):
+    for cases in (GOLDEN["cases"], TUNING["cases"], HELDOUT["cases"]):
         hits = {"lexical": 0, "hybrid": 0}
         for case in cases:
             lexical = ask(case["question"], semantic=False)
@@ -102,8 +104,9 @@ def test_paraphrase_recall_at_5_hybrid_beats_lexical(home: Path, name: str,
             hits["hybrid"] += case["answer"] in _ids(hybrid)[:5]
         assert hits["hybrid"] > hits["lexical"]
         found.append(hits["hybrid"])
-    print(f"\n{name}: hybrid hits@5 golden {found[0]}/12, held-out {found[1]}/20")
-    assert found[0] >= MIN_HYBRID_HITS[name][0] and found[1] >= MIN_HYBRID_HITS[name][1]
+    print(f"\n{name}: hybrid hits@5 golden {found[0]}/12, tuning {found[1]}/28, "
+          f"held-out {found[2]}/20")
+    assert all(hits >= least for hits, least in zip(found, MIN_HYBRID_HITS[name], strict=True))
 
 
 def test_exact_hits_keep_their_tiers_and_places(home: Path) -> None:
@@ -287,3 +290,14 @@ def test_the_same_message_is_embedded_once(home: Path) -> None:
     assert first["diagnostics"]["semantic"]["query_cached"] is False
     assert again["diagnostics"]["semantic"]["query_cached"] is True
     assert _ids(again) == _ids(first)
+
+
+def test_an_entry_scores_the_mean_of_its_two_best_chunks() -> None:
+    from lookback.query.semantic.hybrid import entry_scores
+
+    # Three entries: one chunk; three chunks with one chance hit; two tied best chunks.
+    similarity = np.array([0.4, 0.9, 0.1, 0.3, 0.5, 0.5], dtype=np.float32)
+    starts, counts = np.array([0, 1, 4]), np.array([1, 3, 2])
+    np.testing.assert_allclose(entry_scores(similarity, starts, counts), [0.4, 0.6, 0.5],
+                               rtol=1e-6)
+    assert entry_scores(np.zeros(0, np.float32), np.array([], int), np.array([], int)).size == 0

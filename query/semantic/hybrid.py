@@ -10,8 +10,10 @@ the request says ``semantic: true``. What it does, and why it is safe:
 2. Keeps only the rows of the request's allowed scope (on the branch, not in
    context, eligible type) -- the same :class:`query.candidates.Scope` the
    lexical searches use -- so vectors obey every branch, context and type rule.
-3. Embeds the latest user message and takes the top chunks by cosine
-   (brute force: a dot product over unit vectors).
+3. Embeds the latest user message and scores each entry by its chunks' cosines
+   (brute force: a dot product of the unit query with the stored vectors, whose
+   lengths are the chunks' weights, ``index.chunking`` rule 5): the mean of its
+   two best chunks, less a little per chunk (:func:`entry_scores`).
 4. Fuses with :func:`query.fusion.fuse`: exact identifier and phrase hits keep
    their tiers and places; vectors only add and reorder ``other`` candidates.
    The token budget and privacy policy apply later, to the fused list.
@@ -49,7 +51,7 @@ from lookback.query.semantic.fusion import Candidate, fuse
 
 #: Vector candidates (entries) taken per query, as a multiple of ``max_results``.
 SEMANTIC_FACTOR, SEMANTIC_FLOOR = 2, 12
-#: Subtracted from an entry's best chunk similarity per natural log of its chunk count
+#: Subtracted from an entry's score per natural log of its chunk count
 #: (tuned on the golden set: MiniLM vectors alone, hit@5 7 -> 10 of 12).
 CHUNK_PENALTY = 0.04
 #: A vector-only candidate needs at least this cosine similarity to be added.
@@ -71,7 +73,7 @@ class SessionVectors:
     """A session's current chunk vectors: row ``i`` of ``matrix`` belongs to entry ``rowids[i]``."""
 
     rowids: np.ndarray  # int64, one per chunk row
-    matrix: np.ndarray  # float32 (chunks, dimensions), unit rows
+    matrix: np.ndarray  # float32 (chunks, dimensions), each row as long as its chunk's weight
     embeddable: frozenset[int]  # rowids of the session's entries that should have vectors
 
 
@@ -167,15 +169,33 @@ def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: Embed
     # busy machine took 5 ms where one thread takes 0.2 ms (5,855 x 256); einsum's loop
     # is single-threaded and took 0.6 ms there.
     similarity = np.einsum("ij,j->i", scoped.matrix, query)
-    # An entry's score is its best chunk's similarity, less a little per chunk it has:
-    # the best of many chunks (a long tool output) is high by chance alone.
-    best = np.maximum.reduceat(similarity, scoped.starts) - scoped.penalty
+    best = entry_scores(similarity, scoped.starts, scoped.counts) - scoped.penalty
     limit = min(len(best), max(SEMANTIC_FLOOR, SEMANTIC_FACTOR * max_results))
     top = np.argpartition(-best, limit - 1)[:limit]
     top = top[np.lexsort((scoped.entries[top], -best[top]))]
     hits = {int(scoped.entries[position]): round(float(best[position]), 4) for position in top}
     counts["vector_candidates"] = len(hits)
     return list(hits.items())
+
+
+def entry_scores(similarity: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each entry's score before the chunk penalty: the mean of its two best chunks'
+    similarities (its only chunk's, when it has one).
+
+    ``similarity`` holds one value per chunk row, grouped by entry; entry ``i`` has
+    ``counts[i]`` rows from ``starts[i]``. Why two: one chunk of a long entry can match
+    a question by chance, two rarely do; on the tuning questions this beat the best
+    chunk alone (docs/semantic.md).
+    """
+    if len(starts) == 0:
+        return np.zeros(0, dtype=np.float32)
+    best = np.maximum.reduceat(similarity, starts)
+    is_best = similarity == np.repeat(best, counts)
+    second = np.maximum.reduceat(np.where(is_best, -np.inf, similarity), starts)
+    # The best value twice (a tie) is the second best too; a single chunk is its own.
+    tied = np.add.reduceat(is_best.astype(np.int32), starts) > 1
+    second = np.where(tied | (counts == 1), best, second)
+    return ((best + second) / 2).astype(np.float32)
 
 
 def _query_vector(embedder: EmbeddingPort, text: str, counts: dict[str, Any]) -> np.ndarray:
@@ -208,6 +228,7 @@ class ScopedVectors:
     covered: int  # ... of which have current vectors
     entries: np.ndarray  # the distinct rowids, in row order
     starts: np.ndarray  # index of each entry's first chunk row
+    counts: np.ndarray  # each entry's chunk rows
     penalty: np.ndarray  # CHUNK_PENALTY * ln(chunks) per entry
 
 
@@ -224,7 +245,7 @@ def _scoped(vectors: SessionVectors, scope: Scope, cache: Any, index_file: str) 
         rowids = vectors.rowids[mask]  # grouped by entry: loaded in rowid, chunk order
         entries, starts, chunks = np.unique(rowids, return_index=True, return_counts=True)
         found = ScopedVectors(rowids, np.ascontiguousarray(vectors.matrix[mask]), len(allowed),
-                              len(entries), entries, starts,
+                              len(entries), entries, starts, chunks,
                               (CHUNK_PENALTY * np.log(chunks)).astype(np.float32))
         cache.put(key, found)
     return found  # type: ignore[return-value]
