@@ -14,8 +14,8 @@ workers and tests can pass their own). Three ship with Lookback:
     :class:`query.embedding_hashing.HashingEmbedder` -- feature hashing,
     numpy only, always available, microseconds per query.
 ``minilm-onnx``
-    :func:`index.embedding_onnx.minilm_onnx` -- all-MiniLM-L6-v2 with int8
-    weights on onnxruntime, the first 4 chunks of each entry and its prose chunk (the
+    :func:`index.embedding_onnx.minilm_onnx` -- all-MiniLM-L6-v2 on
+    onnxruntime's fused kernels, the first 4 chunks of each entry and its prose chunk (the
     ``semantic`` extra). The one to use for paraphrases (docs/semantic.md).
 ``minilm``
     :class:`index.embedding_minilm.MiniLMEmbedder` -- the same model in
@@ -130,10 +130,11 @@ def embed_word_pieces(
     return normalize_rows(matrix)
 
 
-def pad_token_ids(token_ids: list[list[int]], mask_dtype: type) -> tuple[np.ndarray, np.ndarray]:
+def pad_token_ids(token_ids: list[list[int]], mask_dtype: type,
+                  ids_dtype: type = np.int64) -> tuple[np.ndarray, np.ndarray]:
     """(ids, mask) of one batch, right-padded with zeros to its longest member."""
     length = max(len(ids) for ids in token_ids)
-    ids = np.zeros((len(token_ids), length), dtype=np.int64)
+    ids = np.zeros((len(token_ids), length), dtype=ids_dtype)
     mask = np.zeros((len(token_ids), length), dtype=mask_dtype)
     for row, row_ids in enumerate(token_ids):
         ids[row, : len(row_ids)] = row_ids

