@@ -1,8 +1,9 @@
 """OnnxEmbedder: a BERT-style sentence embedder run by onnxruntime.
 
 Why onnxruntime: it is made for this (fused attention, layer-norm and GELU kernels,
-threads) and runs all-MiniLM-L6-v2 about twice as fast as the numpy forward pass of
-:mod:`index.embedding_minilm`, on the same float weights and with the same vectors.
+threads) and runs all-MiniLM-L6-v2 faster than the numpy forward pass of
+:mod:`index.embedding_minilm` (docs/semantic.md), on the same float weights and with
+the same vectors.
 
 ``minilm-onnx``
     all-MiniLM-L6-v2 in float32: the graph is built at load time from the

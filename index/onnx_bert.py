@@ -6,9 +6,9 @@ in float32 after dequantising them at load, and its attention is some twenty sma
 operators that onnxruntime does not fuse (the exporter's NaN-safe softmax hides the
 pattern). Written directly with the fused operators of onnxruntime's
 ``com.microsoft`` domain -- ``Attention`` (QKV projection, scaled dot product,
-softmax, context in one kernel), ``BiasGelu`` and ``SkipLayerNormalization`` -- the same
-float weights run 1.5 times as fast (docs/semantic.md, Embedding rate), and the
-vectors are the float reference model's.
+softmax, context in one kernel), ``BiasGelu`` and ``SkipLayerNormalization`` -- the float
+weights run 1.2 times as fast per CPU-second as that graph did (docs/semantic.md,
+Embedding rate), and the vectors are the float reference model's.
 
 The graph holds no weights: each big tensor is declared *external* and handed to
 onnxruntime from memory (``SessionOptions.add_external_initializers``), so nothing is
