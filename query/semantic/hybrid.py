@@ -34,7 +34,13 @@ from typing import Any
 
 import apsw
 import numpy as np
-from lookback.index.embedding import EmbeddingError, EmbeddingPort, get_embedder, is_loaded
+from lookback.index.embedding import (
+    EmbeddingError,
+    EmbeddingPort,
+    embed_queries,
+    get_embedder,
+    is_loaded,
+)
 from lookback.index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
 from lookback.index.store import read_meta
 from lookback.query.search.candidates import Row, Scope, rows_by_rowid
@@ -118,7 +124,7 @@ def warm_up(embedder_name: str) -> bool:
     cannot load: semantic calls will then fall back, saying why."""
     try:
         embedder, _ = _embedder(embedder_name)
-        embedder.embed(["warm up"])
+        embed_queries(embedder, ["warm up"])
     except (SemanticFallback, EmbeddingError):
         return False
     return True
@@ -213,7 +219,7 @@ def _query_vector(embedder: EmbeddingPort, text: str, counts: dict[str, Any]) ->
 
 @lru_cache(maxsize=QUERY_MEMO)
 def _embed_query(embedder: EmbeddingPort, text: str) -> np.ndarray:
-    vector = embedder.embed([text])[0]
+    vector = embed_queries(embedder, [text])[0]
     vector.setflags(write=False)  # shared by every call that asks the same
     return vector
 
