@@ -9,6 +9,8 @@ few words with them; recall@5 is measured with lexical retrieval alone and with
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +39,14 @@ HELDOUT = json.loads((Path(__file__).parent / "fixtures" / "semantic_heldout.jso
 #: Hybrid hits@5 each embedder must reach: (golden, of 12; tuning, of 28; held-out, of 20).
 #: Measured (docs/semantic.md): hashing 4, 10 and 3; minilm-onnx 11, 23 and 13 -- 10, 20
 #: and 12 before code chunks weighed less and an entry scored its two best chunks, so the
-#: tuning bound fails on that ranking.
-MIN_HYBRID_HITS = {"hashing": (3, 8, 2), "minilm-onnx": (10, 21, 12)}
+#: tuning bound fails on that ranking; minilm+e5-onnx 12, 22 and 17, where its held-out
+#: bound is the issue's target (recall@5 >= 0.73 of 20 questions: 15) and minilm-onnx's
+#: own 13 misses it.
+MIN_HYBRID_HITS = {"hashing": (3, 8, 2), "minilm-onnx": (10, 21, 12),
+                   "minilm+e5-onnx": (11, 20, 15)}
+RECALL_SETS = {"golden": GOLDEN["cases"], "tuning": TUNING["cases"],
+               "held-out": HELDOUT["cases"]}
+
 
 def _index(home: Path, embedder: str | None = "hashing") -> None:
     index_paths(home, BEFORE)
@@ -70,38 +78,94 @@ def _index_file(home: Path) -> Path:
 # Its 1,743 chunks (now 2,145) took 387 s with the load average at 10 (9 agents on 2 cores): 900 s
 # bounds a loaded machine.
 MINILM_SLOW = [pytest.mark.minilm, pytest.mark.slow, pytest.mark.timeout(900)]
+# Both models: 3.5 times MiniLM's CPU per chunk (241 s for the 2,145 chunks at load 2-4),
+# so some 1,700 s at load 10.
+ENSEMBLE_SLOW = [pytest.mark.minilm, pytest.mark.e5, pytest.mark.slow,
+                 pytest.mark.timeout(2400)]
 
 
-@pytest.mark.parametrize("name", ["hashing", pytest.param("minilm-onnx", marks=MINILM_SLOW)])
-def test_paraphrase_recall_at_5_hybrid_beats_lexical(home: Path, name: str,
-                                                      monkeypatch) -> None:
-    # Bounded work: MiniLM runs on onnxruntime and embeds the first 4 chunks of each
-    # entry and its prose chunk (2,145 chunks of the 990 entries, against 3,992 for
-    # numpy MiniLM before).
-    # Recall is what is measured, so a busy machine must not turn answers into
-    # fallbacks: the 250 ms budget has its own test below.
-    monkeypatch.setattr("lookback.query.semantic.hybrid.DEFAULT_TIMEOUT_MS", 60_000.0)
-    index_paths(home, BEFORE)
-    ask = _asker(home, name)
-    lexical_before = {case["question"]: _ids(ask(case["question"], semantic=False))
-                      for case in GOLDEN["cases"] + TUNING["cases"] + HELDOUT["cases"]}
-    build_embeddings(home, CWD, get_embedder(name))
-    database = open_reader(_index_file(home))
-    entries = branch(database, SESSION, "v1:1002")
-    allowed = {e.entry_id for e in entries} - {e.entry_id for e in context_entries(entries)}
-    database.close()
+@dataclass
+class Answers:
+    """What one question got, lexical and hybrid, while one embedder's vectors were current."""
+
+    lexical: list[str]
+    hybrid: list[str]
+    warnings: list[str]
+    used: bool
+
+
+@dataclass
+class IndexedFixture:
+    """The fixture session indexed once (`lookback index`), shared by the recall tests."""
+
+    home: Path
+    lexical_before: dict[str, list[str]]  # every question's lexical answer before any vector
+    allowed: set[str]  # the entries of the session's branch that are not in its live context
+    answers: dict[str, dict[str, Answers]] = field(default_factory=dict)  # by embedder
+
+
+@pytest.fixture(scope="module")
+def indexed_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexedFixture]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-claude"))
+        home = tmp_path_factory.mktemp("recall") / "home"
+        home.mkdir()
+        index_paths(home, BEFORE)
+        ask = _asker(home)
+        lexical_before = {case["question"]: _ids(ask(case["question"], semantic=False))
+                          for cases in RECALL_SETS.values() for case in cases}
+        database = open_reader(_index_file(home))
+        entries = branch(database, SESSION, "v1:1002")
+        allowed = {e.entry_id for e in entries} - {e.entry_id for e in context_entries(entries)}
+        database.close()
+        yield IndexedFixture(home, lexical_before, allowed)
+
+
+def _answers_with(indexed: IndexedFixture, name: str) -> dict[str, Answers]:
+    """Build ``name``'s vectors in the shared index (`lookback index --embed` after
+    switching `retrieval.embedder`: every vector of another model is stale and re-embedded)
+    and ask every question lexically and hybrid; asked once per embedder per run."""
+    if name not in indexed.answers:
+        with pytest.MonkeyPatch.context() as patch:
+            # Recall is what is measured, so a busy machine must not turn answers into
+            # fallbacks: the 250 ms budget has its own test below.
+            patch.setattr("lookback.query.semantic.hybrid.DEFAULT_TIMEOUT_MS", 60_000.0)
+            report = build_embeddings(indexed.home, CWD, get_embedder(name))
+            assert report.pending == 0 and report.entries > 0
+            ask = _asker(indexed.home, name)
+            answers = {}
+            for question in indexed.lexical_before:
+                hybrid = ask(question, semantic=True)
+                answers[question] = Answers(
+                    lexical=_ids(ask(question, semantic=False)), hybrid=_ids(hybrid),
+                    warnings=hybrid["diagnostics"]["warnings"],
+                    used=hybrid["diagnostics"]["semantic"]["used"])
+        indexed.answers[name] = answers
+    return indexed.answers[name]
+
+
+@pytest.mark.parametrize("name", ["hashing", pytest.param("minilm-onnx", marks=MINILM_SLOW),
+                                  pytest.param("minilm+e5-onnx", marks=ENSEMBLE_SLOW)])
+def test_paraphrase_recall_at_5_hybrid_beats_lexical(indexed_fixture: IndexedFixture,
+                                                      name: str) -> None:
+    # One index serves every embedder (it is built once per run); each embedder's vectors
+    # are built in it as `lookback index --embed` does. Bounded work: the ONNX embedders
+    # embed the first 4 chunks of each entry and its prose chunk (2,145 chunks of the 990
+    # entries). minilm+e5-onnx's held-out bound is the issue's recall target.
+    answers = _answers_with(indexed_fixture, name)
     found = []
-    for cases in (GOLDEN["cases"], TUNING["cases"], HELDOUT["cases"]):
+    for cases in RECALL_SETS.values():
         hits = {"lexical": 0, "hybrid": 0}
         for case in cases:
-            lexical = ask(case["question"], semantic=False)
-            hybrid = ask(case["question"], semantic=True)
-            assert _ids(lexical) == lexical_before[case["question"]]  # vectors change nothing
-            assert hybrid["diagnostics"]["warnings"] == []
-            assert hybrid["diagnostics"]["semantic"]["used"] is True
-            assert set(_ids(hybrid)) <= allowed  # never the live context or another branch
-            hits["lexical"] += case["answer"] in _ids(lexical)[:5]
-            hits["hybrid"] += case["answer"] in _ids(hybrid)[:5]
+            got = answers[case["question"]]
+            # vectors change nothing in lexical answers
+            assert got.lexical == indexed_fixture.lexical_before[case["question"]]
+            assert got.warnings == []
+            assert got.used is True
+            # never the live context or another branch
+            assert set(got.hybrid) <= indexed_fixture.allowed
+            hits["lexical"] += case["answer"] in got.lexical[:5]
+            hits["hybrid"] += case["answer"] in got.hybrid[:5]
         assert hits["hybrid"] > hits["lexical"]
         found.append(hits["hybrid"])
     print(f"\n{name}: hybrid hits@5 golden {found[0]}/12, tuning {found[1]}/28, "
