@@ -76,6 +76,9 @@ MINILM_COSINE_MEAN, MINILM_COSINE_SPREAD = 0.1350, 0.0960
 ENSEMBLE_MINILM_SHARE = 0.5
 
 _Q4_BLOCK = np.dtype([("scale", "<f2"), ("nibbles", "u1", 16)])
+# A Q4_0 byte's two weights as float32, by byte: the low nibble, the high nibble.
+_Q4_LOW = ((np.arange(256) & 0x0F) - 8).astype(np.float32)
+_Q4_HIGH = ((np.arange(256) >> 4) - 8).astype(np.float32)
 _METASPACE = "\u2581"
 _SPACE_RUNS = re.compile(" {2,}")
 
@@ -88,10 +91,12 @@ def _length_batches(lengths: list[int]) -> list[list[int]]:
 
 @dataclass(frozen=True)
 class E5Weights:
-    """What the weights file holds, expanded: tensors by Hugging Face name and the tokenizer."""
+    """What the weights file holds: tensors by Hugging Face name (expanded), the word
+    table (kept 4-bit) and the tokenizer."""
 
     shape: BertShape
     tensors: dict[str, np.ndarray]
+    words: Q4Rows
     pieces: list[tuple[str, float]]
     special: tuple[int, int, int]  # <s>, </s>, <unk>
     normalisation: dict[int, str]
@@ -108,14 +113,36 @@ def weights_path() -> Path:
     return path
 
 
-def _q4_to_float(raw: memoryview, rows: int, columns: int) -> np.ndarray:
+def _q4_blocks_to_float(blocks: np.ndarray) -> np.ndarray:
     """Q4_0 blocks (a float16 scale, then 32 weights as nibbles: byte j holds weight j
-    in its low half and weight j + 16 in its high half, each stored plus 8) as float32."""
-    blocks = np.frombuffer(raw, _Q4_BLOCK, rows * columns // 32)
+    in its low half and weight j + 16 in its high half, each stored plus 8) as float32,
+    one row of 32 per block (in any leading shape)."""
     nibbles = blocks["nibbles"]
-    values = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=1).astype(np.float32) - 8.0
-    values *= blocks["scale"].astype(np.float32)[:, None]
-    return values.reshape(rows, columns)
+    values = np.empty((*blocks.shape, 32), np.float32)
+    values[..., :16] = _Q4_LOW[nibbles]
+    values[..., 16:] = _Q4_HIGH[nibbles]
+    values *= blocks["scale"].astype(np.float32)[..., None]
+    return values
+
+
+def _q4_to_float(raw: memoryview, rows: int, columns: int) -> np.ndarray:
+    """A Q4_0 matrix as float32."""
+    blocks = np.frombuffer(raw, _Q4_BLOCK, rows * columns // 32)
+    return _q4_blocks_to_float(blocks).reshape(rows, columns)
+
+
+class Q4Rows:
+    """A Q4_0 matrix whose rows are expanded only when looked up: e5's word table,
+    10 MB instead of 73 MB of float32, with the same float32 rows as expanding it all."""
+
+    def __init__(self, raw: memoryview, rows: int, columns: int) -> None:
+        self.columns = columns
+        self._blocks = np.frombuffer(raw, _Q4_BLOCK, rows * columns // 32).reshape(
+            rows, columns // 32).copy()  # a copy: the file's bytes can then be freed
+
+    def __getitem__(self, ids: np.ndarray) -> np.ndarray:
+        """Rows ``ids`` (any shape) as float32: ``(*ids.shape, columns)``."""
+        return _q4_blocks_to_float(self._blocks[ids]).reshape(*ids.shape, self.columns)
 
 
 def read_weights(path: Path) -> E5Weights:
@@ -171,8 +198,11 @@ def read_weights(path: Path) -> E5Weights:
     def vector(name: str, length: int) -> np.ndarray:
         return tensor(name, 1, length)[0]
 
+    kind, start, size = directory["emb.word"]
+    if kind != 1:
+        raise EmbeddingUnavailable(f"{path.name}: the word table is not 4-bit")
+    words = Q4Rows(data[start:start + size], vocab, hidden)
     tensors = {
-        "embeddings.word_embeddings.weight": tensor("emb.word", vocab, hidden),
         "embeddings.position_embeddings.weight": tensor("emb.pos", positions, hidden),
         "embeddings.token_type_embeddings.weight": tensor("emb.type", types, hidden),
         "embeddings.LayerNorm.weight": vector("emb.ln.w", hidden),
@@ -194,7 +224,7 @@ def read_weights(path: Path) -> E5Weights:
             tensors[f"{prefix}{long}.weight"] = vector(f"l{layer}.{short}.w", hidden)
             tensors[f"{prefix}{long}.bias"] = vector(f"l{layer}.{short}.b", hidden)
     shape = BertShape(layers=layers, heads=heads, hidden=hidden, layer_norm_eps=float(eps))
-    return E5Weights(shape, tensors, pieces, (bos, eos, unk), normalisation)
+    return E5Weights(shape, tensors, words, pieces, (bos, eos, unk), normalisation)
 
 
 def unigram_tokenizer(weights: E5Weights):  # noqa: ANN201 - a tokenizers.Tokenizer
@@ -272,11 +302,15 @@ class E5Embedder(OnnxEmbedder):
         bos, eos, unk = weights.special
         self._tokenizer = UnigramPieces(unigram_tokenizer(weights), unk, eos)
         try:
-            graph = bert_graph(weights.tensors, weights.shape)
+            graph = bert_graph(weights.tensors, weights.shape, word_vectors_input=True)
         except ImportError as error:
             raise EmbeddingUnavailable(
                 f"building the ONNX graph needs the package onnx: {INSTALL}") from error
+        self._words = weights.words
         self._session = self._session_for(onnxruntime, graph, threads)
+
+    def _encoder_inputs(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        return {"word_vectors": self._words[ids], "attention_mask": mask}
 
     def normalise(self, text: str) -> str:
         """The engine's normalisation of ``query: `` + ``text`` (blank text stays blank)."""

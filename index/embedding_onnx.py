@@ -151,10 +151,12 @@ class OnnxEmbedder:
         return embed_word_pieces(texts, self.dimensions, self._tokenizer, _sorted_batches,
                                  self._forward)
 
+    def _encoder_inputs(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
+        return {"input_ids": ids, "attention_mask": mask}
+
     def _forward(self, token_ids: list[list[int]]) -> np.ndarray:
         ids, mask = pad_token_ids(token_ids, np.int32, ids_dtype=np.int32)
-        hidden = self._session.run(["last_hidden_state"],
-                                   {"input_ids": ids, "attention_mask": mask})[0]
+        hidden = self._session.run(["last_hidden_state"], self._encoder_inputs(ids, mask))[0]
         weights = mask[:, :, None].astype(np.float32)
         return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
 

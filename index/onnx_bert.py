@@ -45,13 +45,17 @@ class BertGraph:
     external: dict[str, np.ndarray]
 
 
-def bert_graph(weights: Mapping[str, np.ndarray], shape: BertShape) -> BertGraph:
+def bert_graph(weights: Mapping[str, np.ndarray], shape: BertShape, *,
+               word_vectors_input: bool = False) -> BertGraph:
     """The encoder of a Hugging Face ``BertModel`` with token type 0 everywhere.
 
     Inputs ``input_ids`` and ``attention_mask`` are int32 ``(batch, sequence)``; the
     output ``last_hidden_state`` is float32 ``(batch, sequence, hidden)``. ``weights``
     are the model's tensors by their Hugging Face names (``embeddings.*``,
-    ``encoder.layer.N.*``).
+    ``encoder.layer.N.*``). With ``word_vectors_input`` the graph takes the rows of the
+    word-embedding table instead of ``input_ids``: float32 ``word_vectors`` ``(batch,
+    sequence, hidden)``, looked up by the caller (e5 keeps its table 4-bit, 10 MB
+    instead of 73), and ``weights`` need no word-embedding table.
     """
     from onnx import TensorProto, helper, numpy_helper
 
@@ -81,17 +85,23 @@ def bert_graph(weights: Mapping[str, np.ndarray], shape: BertShape) -> BertGraph
         return output
 
     eps = shape.layer_norm_eps
-    tensor("word_embeddings", weights["embeddings.word_embeddings.weight"])
     # Token type 0 for every token: its embedding is folded into the positions'.
     tensor("position_embeddings", weights["embeddings.position_embeddings.weight"]
            + weights["embeddings.token_type_embeddings.weight"][0])
     for name, value in (("zero", 0), ("one", 1), ("two", 2)):
         tensor(name, np.array([value], np.int64))
-    node("Shape", ["input_ids"], "input_shape")
+    node("Shape", ["attention_mask"], "input_shape")
     node("Slice", ["input_shape", "one", "two"], "sequence_length")
     node("Slice", ["position_embeddings", "zero", "sequence_length", "zero"], "positions")
-    node("Gather", ["word_embeddings", "input_ids"], "words")
-    node("Add", ["words", "positions"], "embedded")
+    tokens = ["batch", "sequence"]
+    if word_vectors_input:
+        words = helper.make_tensor_value_info("word_vectors", TensorProto.FLOAT,
+                                              [*tokens, shape.hidden])
+    else:
+        words = helper.make_tensor_value_info("input_ids", TensorProto.INT32, tokens)
+        node("Gather", [tensor("word_embeddings", weights["embeddings.word_embeddings.weight"]),
+                        "input_ids"], "word_vectors")
+    node("Add", ["word_vectors", "positions"], "embedded")
     hidden = node("LayerNormalization", [
         "embedded", tensor("embeddings_norm_weight", weights["embeddings.LayerNorm.weight"]),
         tensor("embeddings_norm_bias", weights["embeddings.LayerNorm.bias"])],
@@ -137,11 +147,9 @@ def bert_graph(weights: Mapping[str, np.ndarray], shape: BertShape) -> BertGraph
             "last_hidden_state" if last else f"{prefix}_out", domain="com.microsoft",
             epsilon=eps)
 
-    tokens = ["batch", "sequence"]
     graph = helper.make_graph(
         nodes, "bert-encoder",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT32, tokens),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT32, tokens)],
+        [words, helper.make_tensor_value_info("attention_mask", TensorProto.INT32, tokens)],
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
                                        [*tokens, shape.hidden])],
         initializers)
