@@ -183,11 +183,12 @@ class ReaderApp:
         fresh = freshness.refresh(self.freshness, body)
         if fresh is not None and fresh.state == "rewrite-pending":
             return 200, freshness.rewrite_pending_answer(fresh), {"outcome": "not-indexed"}
+        request = pinned(body, ref)
         mark = watermark(self.reader, ref) if ref is not None else None
-        key = (cache_key(body), mark) if mark and self.cache.size else None
+        key = (cache_key(request), mark) if mark and self.cache.size else None
         cached = self.cache.get(key) if key else None
         if cached is None:
-            response = self.call(self.engine.retrieve, body, settings=self.settings,
+            response = self.call(self.engine.retrieve, request, settings=self.settings,
                                  reader=self.reader)
             budget = body.get("max_retrieved_history_tokens",
                               self.settings.retrieval.max_retrieved_history_tokens)
@@ -220,16 +221,18 @@ class ReaderApp:
 
     def search(self, body: dict, grant: frozenset[str] | None) -> Reply:
         session_names(body)
-        self._authorize(body, grant)
+        ref = self._authorize(body, grant)
         freshness.refresh(self.freshness, body)  # the live leaf is searchable too
-        response = self.call(self.engine.search, body, settings=self.settings, reader=self.reader)
+        response = self.call(self.engine.search, pinned(body, ref), settings=self.settings,
+                             reader=self.reader)
         return 200, response, {"results": len(response.get("results") or [])}
 
     def source(self, body: dict, grant: frozenset[str] | None) -> Reply:
         session_names(body)
-        self._authorize(body, grant)
+        ref = self._authorize(body, grant)
         freshness.refresh(self.freshness, body)
-        response = self.call(self.engine.source, body, settings=self.settings, reader=self.reader)
+        response = self.call(self.engine.source, pinned(body, ref), settings=self.settings,
+                             reader=self.reader)
         return 200, response, {}
 
     def plan(self, body: dict, grant: frozenset[str] | None) -> Reply:
@@ -320,6 +323,19 @@ class ReaderApp:
         self.manifests.close()
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def pinned(body: dict, ref: Any) -> dict:
+    """The body the engine answers: the project and session ``ref`` names, resolved (and
+    authorized) once, in place of a session file the engine would resolve again — a
+    symlink repointed or a file replaced meanwhile cannot change what is read. It is
+    also the answer cache's key, so an answer is kept under the session it is about."""
+    if ref is None:
+        return body
+    request = {key: value for key, value in body.items() if key != "session_file"}
+    request["project"] = ref.project.name
+    request["session_id"] = ref.session_id
+    return request
 
 
 def encode(payload: Any) -> bytes:

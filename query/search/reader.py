@@ -64,7 +64,8 @@ class SessionView:
 
 @dataclass(frozen=True)
 class SessionRef:
-    """Which project and session a request is about."""
+    """Which project and session a request is about (``file``: the session file's real
+    path, when the request named one)."""
 
     project: ProjectDir
     session_id: str
@@ -96,12 +97,15 @@ class IndexReader:
                 session_id: str | None = None) -> SessionRef:
         """The project and session a request names (NotIndexed when unknown)."""
         if session_file:
-            header_session, cwd = self._header(session_file)
+            # Resolved once: the caller authorizes this ref and hands it on (``file`` is
+            # the real path), so a symlink repointed later cannot change what is read.
+            real = os.path.realpath(session_file)
+            header_session, cwd = self._header(real)
             found = self._project_dirs.get(cwd)
             if found is None:  # hashing the cwd once per project, not per request
                 found = project_dir(self.home, cwd, self.namespace)
                 self._project_dirs.put(cwd, found)
-            return SessionRef(found, session_id or header_session, session_file)
+            return SessionRef(found, session_id or header_session, real)
         if project and session_id:
             try:
                 return SessionRef(find_project(self.home, project, self.namespace), session_id)
