@@ -114,6 +114,11 @@ def file_problem(path: Path) -> str | None:
 
     SQLite itself notices a truncated file only when it reads a missing page, and a
     writer's ``CREATE TABLE IF NOT EXISTS`` would even recreate a lost table.
+
+    Pages the main file lacks may be in the WAL: a checkpoint that ran out of disk
+    writes the new header (page 1) and stops before the file grows, and the WAL's
+    committed frames still hold every page. Such a file is whole; the next writer
+    finishes the checkpoint once there is room (``_wal_pages``).
     """
     try:
         with open(path, "rb") as handle:
@@ -129,9 +134,56 @@ def file_problem(path: Path) -> str | None:
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
     valid = pages and header[92:96] == header[24:28]
-    if valid and pages * page_size > size:
+    if not valid or pages * page_size <= size:
+        return None
+    in_wal, wal_pages = _wal_pages(Path(f"{path}-wal"), page_size)
+    pages = wal_pages or pages  # the last commit in the WAL says how big the database is
+    missing = [page for page in range(size // page_size + 1, pages + 1) if page not in in_wal]
+    if missing:
         return f"truncated ({size:,} of {pages * page_size:,} bytes)"
     return None
+
+
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+_WAL_HEADER = 32
+_FRAME_HEADER = 24
+
+
+def _wal_pages(path: Path, page_size: int) -> tuple[set[int], int]:
+    """(page numbers in the WAL's committed frames, database size in pages after its
+    last commit; 0 without one), from the frame headers (format: sqlite.org/walformat).
+
+    Frames count while their salts match the WAL header's (older ones are left over
+    from before the WAL was restarted) and only up to the last commit frame. Their
+    checksums are not verified: this looks for visible damage, SQLite does the rest.
+    """
+    committed: set[int] = set()
+    last_size = 0
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(_WAL_HEADER)
+            if len(header) < _WAL_HEADER or int.from_bytes(header[:4], "big") not in _WAL_MAGIC \
+                    or int.from_bytes(header[8:12], "big") != page_size:
+                return committed, 0
+            salts = header[16:24]
+            wal_size = os.fstat(handle.fileno()).st_size
+            pending: list[int] = []
+            offset = _WAL_HEADER
+            while offset + _FRAME_HEADER + page_size <= wal_size:  # whole frames only
+                handle.seek(offset)
+                frame = handle.read(_FRAME_HEADER)
+                if frame[8:16] != salts:
+                    break
+                pending.append(int.from_bytes(frame[:4], "big"))
+                after_commit = int.from_bytes(frame[4:8], "big")
+                if after_commit:
+                    committed.update(pending)
+                    pending.clear()
+                    last_size = after_commit
+                offset += _FRAME_HEADER + page_size
+    except FileNotFoundError:
+        pass
+    return committed, last_size
 
 
 def _check_file(path: Path, project: str | None = None) -> None:

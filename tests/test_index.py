@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 
 import apsw
@@ -221,3 +222,71 @@ def test_orphans_and_parent_cycles_end_the_branch_walk(home, tmp_path):
     assert ids(branch(db, "odd", "child")) == ["orphan", "child"]
     cycle = ids(branch(db, "odd", "z"))
     assert sorted(cycle) == ["x", "y", "z"] and cycle[-1] == "z"
+
+
+def _long_session(path, repeats: int = 10):
+    """The large fixture's body ``repeats`` times over under new entry ids (about
+    10,000 entries): an index far bigger than the free space the test leaves."""
+    lines = fixture_path("large-session.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    header.update(id="full-disk", cwd="/w/full")
+    out = [json.dumps(header)]
+    for repeat in range(repeats):
+        for line in lines[1:]:
+            record = json.loads(line)
+            for key in ("id", "parentId"):
+                if record.get(key):
+                    record[key] = f"r{repeat}-{record[key]}"
+            out.append(json.dumps(record))
+    path.write_text("\n".join(out) + "\n")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real size-limited filesystem (tmpfs); needs the right to mount."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("share", [0.4, 0.6])
+def test_indexing_resumes_by_itself_once_a_full_disk_has_room(small_disk, tmp_path, capsys,
+                                                             share):
+    """Full disk: the run fails and the index stays usable; space freed: the next
+    plain `lookback index` finishes with every entry (no repair), although the last
+    run's checkpoint left the main file shorter than its header while the WAL holds
+    the pages."""
+    from lookback.cli import main
+
+    session = tmp_path / "long.jsonl"
+    _long_session(session)
+    scratch = tmp_path / "scratch"
+    assert main(["--home", str(scratch), "index", str(session)]) == 0
+    complete = reader_for(scratch, "/w/full").execute("SELECT count(*) FROM entries").fetchone()[0]
+    size = sum(f.stat().st_size for f in (scratch / "projects").rglob("index-*.sqlite*"))
+
+    home = small_disk / "home"
+    filler = small_disk / "filler"
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    filler.write_bytes(b"\0" * (free - int(size * share)))
+    capsys.readouterr()
+    assert main(["--home", str(home), "index", str(session)]) == 1
+    assert "the disk is full" in capsys.readouterr().err
+    db = reader_for(home, "/w/full")
+    assert db.execute("PRAGMA quick_check").fetchone()[0] == "ok"  # unchanged, not damaged
+    db.close()
+
+    filler.unlink()
+    assert main(["--home", str(home), "index", str(session)]) == 0, capsys.readouterr().err
+    db = reader_for(home, "/w/full")
+    assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == complete
+    db.close()

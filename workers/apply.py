@@ -2,10 +2,12 @@
 
 ``drain`` takes the project's writer lock (``ProjectWriter``: one writer per project
 by construction), reads the stream after the cursor stored in the index, and applies
-it in bounded batches. Each batch's rows and the new cursor commit in one
-``BEGIN IMMEDIATE`` transaction, and every event carries its stream id as source id,
-so a crash anywhere means the next drain repeats at most an uncommitted batch, and
-nothing is applied twice. Applied entries are then trimmed from the stream.
+it in bounded batches, checking before each batch and each trim that this host
+still owns the project (a move pauses it: see workers.owner). Each batch's rows and
+the new cursor commit in one ``BEGIN IMMEDIATE`` transaction, and every event
+carries its stream id as source id, so a crash anywhere means the next drain repeats
+at most an uncommitted batch, and nothing is applied twice. Applied entries are then
+trimmed from the stream.
 
 Poison events — undecodable, or failing ``max_failures`` times — are set aside in
 the project's ``poison`` hash (shown by ``lookback status``) and skipped; the
@@ -30,7 +32,7 @@ from lookback.ingest.events import Event, EventError
 from lookback.workers.config import ServiceConfig
 from lookback.workers.log import START, LogItem, read_after, trim_through
 from lookback.workers.nudge import APPLY_ACTOR, send
-from lookback.workers.owner import Owner, claim, is_mine
+from lookback.workers.owner import Applying, Owner, claim, is_mine
 from lookback.workers.port import RedisPort
 
 from lookback.errors import NotFound
@@ -75,42 +77,70 @@ def project_info(config: ServiceConfig, client: RedisPort, project: str) -> dict
 def drain(config: ServiceConfig, client: RedisPort, project: str, *,
           on_batch: Callable[[int], None] | None = None) -> DrainReport:
     """Apply everything after the project's cursor, batch by batch, for up to
-    ``config.drain_seconds``; ``report.more`` says the caller should nudge again."""
+    ``config.drain_seconds``; ``report.more`` says the caller should nudge again.
+
+    The drain is recorded in Redis while it runs, and ownership is checked before
+    every batch and every trim (``workers.owner.Applying``): a drain that finds the
+    project paused or owned elsewhere stops there, and ``lookback owner --pause``
+    waits for it."""
     info = project_info(config, client, project)
     owner = claim(config, client, project)  # one host applies a project (workers.owner)
     if owner.paused or not is_mine(config, owner):
         return _leave_alone(config, project, owner)
-    client.delete(config.nudge_key(project))  # before reading: later adds nudge again
-    report = DrainReport(project)
-    deadline = time.monotonic() + config.drain_seconds
-    stream = config.log_key(project)
-    with ProjectWriter(config.home, info["cwd"], namespace=info.get("namespace", ""),
-                       lock_timeout=config.lock_timeout) as writer:
-        report.cursor = read_meta(writer.connection, CURSOR_META) or START
-        while True:
-            items = read_after(client, stream, report.cursor, max_events=config.batch_events,
-                               max_bytes=config.batch_bytes)
-            if not items:
-                break
-            report.cursor = _apply_items(config, client, project, writer, items, report)
-            report.batches += 1
-            trim_through(client, stream, report.cursor)
-            if on_batch is not None:
-                on_batch(report.batches)
-            if time.monotonic() >= deadline:
-                report.more = True
-                break
-        if not report.more:
-            trim_through(client, stream, report.cursor)  # after a crash before a trim
-    if report.applied or report.set_aside:
-        logger.info("project %s: applied %d events in %d batches, %d set aside",
-                    project, report.applied, report.batches, report.set_aside)
+    with Applying(config, client, project) as applying:
+        if not applying.allowed():  # paused or moved since the claim
+            return _leave_alone(config, project, applying.owner)
+        client.delete(config.nudge_key(project))  # before reading: later adds nudge again
+        report = DrainReport(project)
+        deadline = time.monotonic() + config.drain_seconds
+        stream = config.log_key(project)
+        with ProjectWriter(config.home, info["cwd"], namespace=info.get("namespace", ""),
+                           lock_timeout=config.lock_timeout) as writer:
+            report.cursor = read_meta(writer.connection, CURSOR_META) or START
+            while True:
+                items = read_after(client, stream, report.cursor,
+                                   max_events=config.batch_events,
+                                   max_bytes=config.batch_bytes)
+                if not items:
+                    break
+                if not applying.allowed():
+                    return _stopped(config, project, applying.owner, report)
+                report.cursor = _apply_items(config, client, project, writer, items, report)
+                report.batches += 1
+                if not applying.allowed():  # the batch stays in the stream for the next owner
+                    return _stopped(config, project, applying.owner, report)
+                trim_through(client, stream, report.cursor)
+                if on_batch is not None:
+                    on_batch(report.batches)
+                if time.monotonic() >= deadline:
+                    report.more = True
+                    break
+            if not report.more and applying.allowed():
+                trim_through(client, stream, report.cursor)  # after a crash before a trim
+    _log(report)
     return report
 
 
-def _leave_alone(config: ServiceConfig, project: str, owner: Owner) -> DrainReport:
+def _stopped(config: ServiceConfig, project: str, owner: Owner | None,
+             report: DrainReport) -> DrainReport:
+    """A drain that found the project paused or moved between two batches."""
+    report.skipped = _leave_alone(config, project, owner).skipped
+    _log(report)
+    return report
+
+
+def _log(report: DrainReport) -> None:
+    if report.applied or report.set_aside:
+        logger.info("project %s: applied %d events in %d batches, %d set aside%s",
+                    report.project, report.applied, report.batches, report.set_aside,
+                    f" (stopped: {report.skipped})" if report.skipped else "")
+
+
+def _leave_alone(config: ServiceConfig, project: str, owner: Owner | None) -> DrainReport:
     """Another host owns the project (forward the nudge to its queue), or it is
     paused for a move (its events wait in the stream)."""
+    if owner is None:  # released meanwhile: the next nudge claims it again
+        return DrainReport(project, skipped="no owner")
     if owner.paused:
         return DrainReport(project, skipped="paused")
     send(config, APPLY_ACTOR, owner.queue, project)

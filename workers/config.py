@@ -18,6 +18,7 @@ Keys (``P`` = prefix, ``K`` = project key, see ``index.layout.project_key``)::
     P failures:K        hash  stream id -> failed attempts so far
     P reindex:K         hash  progress of a background rebuild
     P owner:K           the host and index home that applies K (workers.owner)
+    P applying:K        hash  drain -> expiry: the drains of K in flight (workers.owner)
     P sweeper           flag: one sweeper round per interval in the whole cluster
                         (workers.sweeper claims it by name, with a TTL)
     P dramatiq:*        dramatiq's own queues
@@ -121,6 +122,9 @@ class ServiceConfig:
 
     def owner_key(self, project: str) -> str:
         return f"{self.prefix}owner:{project}"
+
+    def applying_key(self, project: str) -> str:
+        return f"{self.prefix}applying:{project}"
 
 
 def redis_client(config: ServiceConfig) -> RedisPort:

@@ -17,13 +17,25 @@ owner stops applying; events wait in the stream, nothing is trimmed), copy the
 project folder to the new host's home, then ``--take`` there: it becomes the
 owner and resumes from the cursor kept inside the copied index, so nothing is
 lost or applied twice.
+
+``--pause`` returns only when no host applies the project. Every drain records
+itself in ``<prefix>applying:<project>`` (``Applying``: a hash of drain → expiry,
+renewed before each batch and each trim) and reads the owner *after* renewing it;
+``pause`` marks the owner paused and then waits until that hash holds no live
+drain. So either a drain's renewal comes first (and the pause waits for the drain
+to see the pause and stop) or the drain's read of the owner comes after the pause
+(and it applies nothing). A host that died mid-drain stops holding up a pause
+when its record expires (``APPLYING_SECONDS``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig
@@ -94,14 +106,80 @@ def is_mine(config: ServiceConfig, owner: Owner) -> bool:
     return owner.id == me(config).id
 
 
-def pause(config: ServiceConfig, client: RedisPort, project: str) -> Owner | None:
-    """Stop every host from applying ``project`` (the start of a move)."""
+def pause(config: ServiceConfig, client: RedisPort, project: str, *,
+          on_wait: Callable[[list[str]], None] | None = None,
+          sleep: Callable[[float], None] = time.sleep) -> Owner | None:
+    """Stop every host from applying ``project`` (the start of a move); returns once
+    no drain of it is in flight anywhere (``on_wait`` hears which ones it waits for)."""
     found = owner_of(config, client, project)
     if found is None:
         return None
     paused = Owner(found.host, found.home, found.since, paused=True)
     client.set(config.owner_key(project), paused.to_json())
+    told: list[str] = []
+    while drains := in_flight(config, client, project):
+        if on_wait is not None and drains != told:
+            on_wait(drains)
+            told = drains
+        sleep(0.05)
     return paused
+
+
+#: How long a drain's record outlives its last renewal (a host that died mid-drain).
+APPLYING_SECONDS = 120.0
+
+
+def in_flight(config: ServiceConfig, client: RedisPort, project: str) -> list[str]:
+    """The hosts with a live drain of ``project`` (expired records are dropped)."""
+    key = config.applying_key(project)
+    now = _redis_seconds(client)
+    live = []
+    for token, expiry in client.hgetall(key).items():
+        if float(expiry) > now:
+            live.append(_text(token).rsplit("|", 2)[0])
+        else:
+            client.hdel(key, _text(token))
+    return sorted(live)
+
+
+class Applying:
+    """One drain of ``project`` by this host, recorded in Redis while it runs.
+
+    ``allowed()`` before every batch and every trim: it renews the record, then
+    reads the owner, and says whether this host may go on (owner, not paused).
+    """
+
+    def __init__(self, config: ServiceConfig, client: RedisPort, project: str) -> None:
+        self.config = config
+        self.client = client
+        self.project = project
+        self.key = config.applying_key(project)
+        self.token = f"{me(config).id}|{os.getpid()}|{uuid.uuid4().hex[:8]}"
+        self.owner: Owner | None = None
+
+    def allowed(self) -> bool:
+        expiry = _redis_seconds(self.client) + APPLYING_SECONDS
+        self.client.hset(self.key, self.token, repr(expiry))
+        self.client.expire(self.key, int(APPLYING_SECONDS) * 2)
+        self.owner = owner_of(self.config, self.client, self.project)
+        return (self.owner is not None and not self.owner.paused
+                and is_mine(self.config, self.owner))
+
+    def __enter__(self) -> Applying:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.hdel(self.key, self.token)
+
+
+def _redis_seconds(client: RedisPort) -> float:
+    """Redis's clock, so that every host agrees on when a record expires."""
+    seconds, micros = client.time()
+    return seconds + micros / 1e6
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def take(config: ServiceConfig, client: RedisPort, project: str) -> Owner:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 from lookback.commands.common import load
 from lookback.errors import UserError
@@ -24,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("project", help="the project's cwd or its folder name")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--pause", action="store_true",
-                        help="stop every host from applying the project (start of a move)")
+                        help="stop every host from applying the project (start of a move); "
+                             "returns once no host is applying it")
     action.add_argument("--take", action="store_true",
                         help="make this host (workers.host and this data directory) the owner "
                              "and resume applying")
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     client = redis_client(config)
     try:
         if args.pause:
-            owner = pause(config, client, name)
+            owner = pause(config, client, name, on_wait=_waiting)
             if owner is None:
                 raise UserError(f"project {name} has no owner yet: nothing to pause", 1)
         elif args.take:
@@ -61,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
             if owner.paused else ""
         print(f"{name}: owned by {owner.host}, index home {owner.home}{state}")
     return 0
+
+
+def _waiting(hosts: list[str]) -> None:
+    print(f"waiting for the drain in flight on {', '.join(hosts)} to stop",
+          file=sys.stderr, flush=True)
 
 
 def _project(text: str, namespace: str) -> str:

@@ -21,6 +21,7 @@ from tests.service.helpers import (
     append,
     expected_entries,
     indexed_entries,
+    logged_entry_ids,
     session_lines,
     wait_for,
 )
@@ -172,3 +173,77 @@ def test_the_redis_client_fits_the_port() -> None:
     import redis
 
     assert isinstance(redis.Redis.from_url(REDIS_URL), RedisPort)
+
+
+def test_a_move_during_a_drain_loses_nothing(tmp_path) -> None:
+    """Pause while host A is in the middle of a long drain (small batches, no time
+    limit): `lookback owner --pause` returns only once A stopped, so the copied folder
+    holds all A applied and the stream all it did not; B ends with every entry once."""
+    import contextlib
+    import io
+
+    from lookback.cli import main
+
+    slow = {"LOOKBACK_WORKERS__BATCH_EVENTS": "5", "LOOKBACK_WORKERS__DRAIN_SECONDS": "600"}
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = make_service(tmp_path / "a", REDIS_URL, LOOKBACK_WORKERS__HOST="host-a", **slow)
+    second = make_service(tmp_path / "b", REDIS_URL, LOOKBACK_WORKERS__HOST="host-b",
+                          LOOKBACK_WORKERS__KEY_PREFIX=first.config.prefix, **slow)
+    started = []
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    cwd = PROJECTS[0]
+    paths = [sessions / f"move-{n}.jsonl" for n in range(3)]
+    lines = [session_lines(f"move-{n}", cwd) for n in range(3)]
+
+    def lookback(service: Service, *argv: str) -> str:
+        out = io.StringIO()
+        with pytest.MonkeyPatch.context() as patch:
+            for key in ("LOOKBACK_REDIS_URL", "LOOKBACK_WORKERS__KEY_PREFIX", "LOOKBACK_CONFIG",
+                        "LOOKBACK_WORKERS__HOST"):
+                patch.setenv(key, service.environ[key])
+            with contextlib.redirect_stdout(out):
+                assert main(["--home", str(service.home), *argv]) == 0
+        return out.getvalue()
+
+    def count(service: Service) -> int:
+        return len(indexed_entries(service.home, cwd))
+
+    try:
+        sink = RedisSink(first.config)
+        project = sink.project(cwd)
+        take(first.config, first.client, project)
+        for path, text in zip(paths, lines, strict=True):
+            append(path, text[:700])
+        ingest_files(paths, sink)  # about 2,000 events queued for host A
+        started.append(first.worker(threads=1).start())
+        wait_for(lambda: count(first) > 0, 60, "host A to start applying")
+
+        assert "paused" in lookback(first, "owner", cwd, "--pause")  # 1. mid-drain
+        applied = indexed_entries(first.home, cwd)
+        stream = first.client.xlen(first.config.log_key(project))
+        for path, text in zip(paths, lines, strict=True):  # more events while paused
+            append(path, text[700:])
+        ingest_files(paths, sink)
+        assert first.client.xlen(first.config.log_key(project)) > stream
+
+        target = project_dir(second.home, cwd).path  # 2. copy the project's folder
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(project_dir(first.home, cwd).path, target)
+        assert "owned by host-b" in lookback(second, "owner", cwd, "--take")  # 3. take it
+        started.append(second.worker(threads=1).start())
+
+        expected = sorted(entry for path in paths for entry in expected_entries(path))
+        wait_for(lambda: first.client.xlen(first.config.log_key(project)) == 0, 120,
+                 "the stream applied and trimmed")
+        assert sorted(indexed_entries(second.home, cwd)) == expected
+        found = logged_entry_ids(second.home, cwd)
+        assert len(found) == len(set(found)) == len(expected)  # each event applied once
+        assert indexed_entries(first.home, cwd) == applied  # A applied nothing after pause
+        sink.close()
+    finally:
+        for worker in started:
+            worker.stop()
+        cleanup(first)
+        second.client.close()
