@@ -187,6 +187,24 @@ def test_budget_and_max_results_bound_the_evidence(indexed, ask):
     assert len(ask(BEFORE, "AgentSession", max_results=3)["evidence"]) == 3
 
 
+def test_the_best_source_is_shrunk_to_the_budget_not_dropped_for_a_shorter_one(indexed, ask):
+    # Issue 19, item 7: v1:19 is the one entry about `mockSessionManager` (its excerpt
+    # alone is about 1,400 tokens); v1:358 only says "testable". With one result and
+    # 1,000 tokens the best source comes back, shrunk around its first match.
+    whole = ask(BEFORE, "mockSessionManager testable", max_results=3)["evidence"]
+    assert [e["entry_id"] for e in whole[:2]] == ["v1:19", "v1:358"]
+    assert whole[0]["tokens"] > 1000
+    small = ask(BEFORE, "mockSessionManager testable", max_results=1,
+                max_retrieved_history_tokens=1000)
+    [item] = small["evidence"]
+    assert item["entry_id"] == "v1:19" and item["tokens"] <= 1000
+    assert len(item["excerpt"]) < len(whole[0]["excerpt"])
+    assert "mockSessionManager" in item["excerpt"]
+    assert item["reasons"] == whole[0]["reasons"] and item["score"] == whole[0]["score"]
+    quoted = item["message"]["content"][0]["text"].split("\n")[7]
+    assert json.loads(quoted[len("Quoted content JSON: "):]) == item["excerpt"]
+
+
 def write_session(path: Path, texts: list[str], *, cwd: str = "/made/up") -> Path:
     lines = [{"type": "session", "version": 3, "id": "made-up", "cwd": cwd,
               "timestamp": "2026-01-01T00:00:00Z"}]
@@ -268,6 +286,49 @@ def test_excerpt_is_centred_on_the_first_match_and_bounded(home, ask, tmp_path):
     middle = item["excerpt"].index("NeedleToken")
     assert 2500 < middle < 3500
     assert item["excerpt"].startswith("…") and item["excerpt"].endswith("…")
+
+
+def test_excerpts_shrink_to_the_remaining_budget_in_rank_order(home, ask, tmp_path):
+    long = "lorem ipsum " * 1500 + "NeedleToken alpha beta " + "dolor sit " * 1500
+    short = "NeedleToken " + "consectetur adipiscing " * 60
+    session = write_session(tmp_path / "s.jsonl", [long, "filler", short, "filler"])
+    index_paths(home, session)
+
+    def answer(budget: int, results: int = 2) -> dict:
+        return ask(session, "NeedleToken alpha beta", context_ids=["m3"],
+                   max_results=results, max_retrieved_history_tokens=budget)
+
+    whole = answer(100_000)["evidence"]
+    assert [e["entry_id"] for e in whole] == ["m0", "m2"]  # the long one ranks first
+    assert len(whole[0]["excerpt"]) == 6000 and whole[0]["tokens"] > whole[1]["tokens"]
+    # A budget the short source fits whole: the long, better one is shrunk instead.
+    fitted = answer(whole[1]["tokens"] + 10)
+    assert [e["entry_id"] for e in fitted["evidence"]] == ["m0"]
+    item = fitted["evidence"][0]
+    assert item["tokens"] <= whole[1]["tokens"] + 10
+    assert 192 <= len(item["excerpt"]) < 6000
+    # Shrunk by 0.7 steps: the excerpt is the largest such size that fits.
+    sizes = [6000]
+    while sizes[-1] > 192:
+        sizes.append(max(192, int(sizes[-1] * 0.7)))
+    assert len(item["excerpt"]) in sizes
+    bigger = sizes[sizes.index(len(item["excerpt"])) - 1]
+    assert item["tokens"] + (bigger - len(item["excerpt"])) // 4 > whole[1]["tokens"] + 10
+    centre = item["excerpt"].index("NeedleToken") + len("NeedleToken") // 2
+    assert abs(centre - len(item["excerpt"]) // 2) < 20
+    # The rest of the budget is full: the short source is not squeezed in after it.
+    assert [x["entry_id"] for x in fitted["excluded"]] == ["m2"]
+    assert fitted["excluded"][0]["reason"] == "retrieval budget"
+    # Below 48 remaining tokens nothing is shrunk; the budget is simply full.
+    nothing = answer(47)
+    assert nothing["evidence"] == []
+    assert [(x["entry_id"], x["reason"]) for x in nothing["excluded"]] == [
+        ("m0", "retrieval budget")]
+    # With room for both, both come back, in rank order, within the budget.
+    both = answer(whole[0]["tokens"] + whole[1]["tokens"] - 100)
+    assert [e["entry_id"] for e in both["evidence"]] == ["m0", "m2"]
+    assert sum(e["tokens"] for e in both["evidence"]) <= whole[0]["tokens"] + whole[1][
+        "tokens"] - 100
 
 
 def test_a_fake_end_marker_in_the_text_stays_inside_the_json_string(home, ask, tmp_path):

@@ -18,9 +18,14 @@ from typing import Any
 
 import apsw
 from lookback.index.store import IndexUnavailable
-from lookback.index.tokens import estimate_tokens
+from lookback.index.tokens import CHARS_PER_TOKEN, estimate_tokens
 from lookback.index.tree import context_entries
-from lookback.query.context.evidence import envelope, evidence_message, excerpt
+from lookback.query.context.evidence import (
+    MAX_EXCERPT_CHARS,
+    envelope,
+    evidence_message,
+    excerpt,
+)
 from lookback.query.privacy.policy import (
     Classification,
     PrivacyPolicy,
@@ -60,6 +65,13 @@ INELIGIBLE_WITH_TEXT = frozenset({"compaction", "branch_summary"})
 #: (with a floor); the scope filters apply before these limits.
 LITERAL_FACTOR, LITERAL_FLOOR = 2, 16
 FTS_FACTOR, FTS_FLOOR = 2, 24
+
+#: Fitting an excerpt to the rest of the budget (docs/specification.md, "Budgets"):
+#: below ``MIN_REMAINING_TOKENS`` the budget is full; otherwise the excerpt shrinks by
+#: ``EXCERPT_SHRINK`` steps, centred on its first match, to no less than
+#: ``MIN_EXCERPT_CHARS`` (48 tokens of quoted text), until its envelope fits.
+MIN_REMAINING_TOKENS, EXCERPT_SHRINK = 48, 0.7
+MIN_EXCERPT_CHARS = MIN_REMAINING_TOKENS * CHARS_PER_TOKEN
 
 
 @dataclass(frozen=True)
@@ -207,7 +219,9 @@ class Retriever:
 
         Each source is classified whole (all of its indexed text, not only the
         excerpt), so a secret just outside the excerpt still withholds it. Texts
-        are read here, for the items considered, and only on a memo miss.
+        are read here, for the items considered, and only on a memo miss. A source
+        larger than the rest of the budget is shrunk to fit (``_fitted``); when even
+        that fails the budget is full, and no lower-ranked source takes its place.
         """
         budget = request.max_retrieved_history_tokens
         ceiling = self.policy.max_for(request.provider)
@@ -227,23 +241,48 @@ class Retriever:
                 excluded.append(excluded_record(built, level.label, f"privacy: {level.label} "
                                                 f"exceeds {ceiling.label} for this provider"))
                 continue
-            if used + built["tokens"] > budget:
+            fitted = self._fitted(index_file, item, level.label, read_text, built,
+                                  budget - used)
+            if fitted is None:
                 excluded.append(excluded_record(built, level.label, "retrieval budget"))
-                continue
-            evidence.append(built)
-            used += built["tokens"]
+                break
+            evidence.append(fitted)
+            used += fitted["tokens"]
         diagnostics.tokens_used = used
         return evidence, excluded
 
+    def _fitted(self, index_file: str, item: Ranked, label: str,
+                read_text: Callable[[], None], built: dict[str, Any],
+                remaining: int) -> dict[str, Any] | None:
+        """``built``, or a shorter excerpt of the same source that fits ``remaining``.
+
+        The excerpt shrinks by ``EXCERPT_SHRINK`` steps, still centred on its first
+        match; None when fewer than ``MIN_REMAINING_TOKENS`` remain or the envelope
+        does not fit even with a ``MIN_EXCERPT_CHARS`` excerpt.
+        """
+        if built["tokens"] <= remaining:
+            return built
+        if remaining < MIN_REMAINING_TOKENS:
+            return None
+        chars = len(built["excerpt"])
+        while chars > MIN_EXCERPT_CHARS:
+            chars = max(MIN_EXCERPT_CHARS, int(chars * EXCERPT_SHRINK))
+            smaller = self._build_item(index_file, item, label, read_text, chars)
+            if smaller["tokens"] <= remaining:
+                return smaller
+        return None
+
     def _build_item(self, index_file: str, item: Ranked, label: str,
-                    read_text: Callable[[], None]) -> dict[str, Any]:
-        """The evidence item, memoized: same row and same score parts, same message."""
+                    read_text: Callable[[], None],
+                    max_chars: int = MAX_EXCERPT_CHARS) -> dict[str, Any]:
+        """The evidence item, memoized: same row, score parts and size, same message."""
         key = ("evidence", index_file, item.row.rowid, item.tier, tuple(item.parts),
-               tuple((match.term, match.literal) for match in item.matches), label)
+               tuple((match.term, match.literal) for match in item.matches), label,
+               max_chars)
         built = self.reader.evidence.get(key)
         if built is None:
             read_text()
-            built = _build_item(item, label)
+            built = _build_item(item, label, max_chars)
             self.reader.evidence.put(key, built)
         return _copy_item(built)  # type: ignore[arg-type]
 
@@ -405,10 +444,11 @@ def deduplicate(ranked: list[Ranked], diagnostics: Diagnostics | None = None) ->
     return unique
 
 
-def _build_item(item: Ranked, classification: str) -> dict[str, Any]:
+def _build_item(item: Ranked, classification: str,
+                max_chars: int = MAX_EXCERPT_CHARS) -> dict[str, Any]:
     row = item.row
     first = first_position(row.text or "", item.matches)  # vector-only: no matches, 0
-    quoted = excerpt(row.text, first)
+    quoted = excerpt(row.text, first, max_chars)
     text = envelope(session_id=row.session_id, entry_id=row.entry_id, timestamp=row.timestamp,
                     role=row.role, score=item.score, reasons=item.reasons, quoted=quoted)
     return {
