@@ -19,6 +19,7 @@ _EXPORTS = {
     "envelope": "evidence",
     "evidence_message": "evidence",
     "excerpt": "evidence",
+    "MAX_EXCERPT_CHARS": "evidence",
     "plan": "planner",
     "decide": "planner",
     "decide_for_answer": "planner",
