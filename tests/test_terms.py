@@ -66,14 +66,17 @@ def test_grammar_workflow_and_acknowledgements_are_stopwords(word):
 
 @pytest.mark.parametrize(
     "word", ["schermate", "premere", "input", "index", "test", "value", "page", "sessione",
-             "compaction", "timeout", "click"],
+             "compaction", "timeout", "click",
+             # content words a prose stopword list drops (issue 19): they name the topic
+             "room", "big", "opening", "working", "work", "year", "last", "long", "kind",
+             "end", "new", "first", "time", "screen", "anno", "stanza", "schermo"],
 )
 def test_ui_and_programming_words_are_topic_words(word):
     assert not is_stopword(word)
 
 
 def test_technologies_are_never_stopwords():
-    # "http" is an English stopword in the base list; as a technology it stays.
+    # A technology is never a stopword, whatever a list says.
     assert is_technology("HTTP") and not is_stopword("http")
     assert is_technology("SQLite") and is_technology("node.js") and is_technology("Redis")
     assert not is_technology("schermate")
@@ -92,6 +95,10 @@ def test_technologies_are_never_stopwords():
         "continue",  # real: large-session.jsonl line 235
         "alright, where were we?",  # real: before-compaction.jsonl
         "yes",
+        # workflow and finishing requests that a bigger list once let through (issue 19)
+        "Sì procedi basta che risolviamo il problema una volta per tutte",
+        "posso aspettare?",
+        "thanks, looks good — please finish the rest without problems",
         "",
         "   \n\t ",
     ],
@@ -107,6 +114,13 @@ def test_a_topic_word_among_acknowledgements_is_kept():
         ("timeout", KEYWORD),
         ("login", KEYWORD),
     ]
+
+
+def test_content_words_of_a_question_stay_topics():
+    assert [t.text for t in extract_terms("What is Jon working on opening?")] == [
+        "Jon", "working", "opening"]
+    assert [t.text for t in extract_terms("What kind of room did they book last year?")] == [
+        "kind", "room", "book", "last", "year"]
 
 
 def test_italian_ui_words_remain_searchable():

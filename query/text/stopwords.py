@@ -1,15 +1,15 @@
 """Which words are not topic evidence: Italian and English stopwords, plus technologies.
 
-The base is the stopwords-iso collection (``stopwordsiso`` on PyPI, MIT) for English
-and Italian grammar. Our own data files in ``query/text/data/`` adjust it for a coding
-conversation:
-
-* ``stopwords_en.txt`` / ``stopwords_it.txt`` add workflow words, acknowledgements and
-  generic requests to finish or continue ("ok grazie, vai pure" has no topic);
-* ``not_stopwords.txt`` removes words the prose-oriented base lists drop but that name
-  the topic when talking to a coding agent ("index", "test", "value", "page");
-* ``technologies.txt`` lists technologies (python, sqlite, redis...), reported as their
-  own term kind and never treated as stopwords.
+Two small, reviewed lists in ``query/text/data/`` (docs/specification.md, step 2):
+``stopwords_en.txt`` and ``stopwords_it.txt`` hold each language's grammar (articles,
+pronouns, auxiliaries, prepositions, conjunctions, question words) and what a person
+types to a coding agent around a topic: workflow words, acknowledgements and generic
+requests to finish or continue ("ok grazie, vai pure" has no topic). Content words
+are never listed, however frequent ("room", "year", "working", "schermate"): how
+much a common word counts is decided by its rarity in the index
+(``query.search.ranking``), not by dropping it here. ``technologies.txt`` lists
+technologies (python, sqlite, redis...), reported as their own term kind and never
+treated as stopwords.
 
 Every list is folded (see ``query.normalize.fold``) when loaded, and every lookup
 folds the word, so lookup ignores case, accents and compatibility forms.
@@ -20,7 +20,6 @@ from __future__ import annotations
 from functools import cache
 from importlib.resources import files
 
-import stopwordsiso
 from lookback.query.text.normalize import fold
 
 LANGUAGES = ("en", "it")
@@ -39,11 +38,10 @@ def read_word_list(name: str) -> frozenset[str]:
 
 @cache
 def stopword_set() -> frozenset[str]:
-    """The folded stopwords: base lists + our additions - topic words - technologies."""
-    words = {fold(word) for word in stopwordsiso.stopwords(list(LANGUAGES))}
-    words |= read_word_list("stopwords_en.txt")
-    words |= read_word_list("stopwords_it.txt")
-    words -= read_word_list("not_stopwords.txt")
+    """The folded stopwords of every language, minus the technologies."""
+    words: set[str] = set()
+    for language in LANGUAGES:
+        words |= read_word_list(f"stopwords_{language}.txt")
     words -= technology_set()
     return frozenset(words)
 
