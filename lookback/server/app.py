@@ -36,8 +36,15 @@ from lookback import freshness
 from lookback.errors import LookbackError
 from lookback.index.layout import find_project
 from lookback.query.context.manifest import ManifestStore, retrieval_record
-from lookback.query.context.planner import decide_for_answer
-from lookback.query.search.request import MAX_DEPTH, check_depth, session_names
+from lookback.query.context.planner import decide_for_answer, decide_request
+from lookback.query.search.request import (
+    MAX_DEPTH,
+    check_depth,
+    optional_text,
+    parse_plan,
+    parse_request,
+    session_names,
+)
 from lookback.server.auth import Grants
 from lookback.server.cache import AnswerCache, cache_key, watermark
 from lookback.server.errors import FORBIDDEN, ApiError
@@ -178,7 +185,9 @@ class ReaderApp:
 
     def retrieve(self, body: dict, grant: frozenset[str] | None) -> Reply:
         started = time.perf_counter()
-        session_names(body)  # malformed names are a 400 before anything touches a file
+        # A malformed request is a 400 before anything touches a file; the plan reads
+        # this parse too (a null budget is the default for both).
+        request = parse_request(body, self.settings.retrieval.as_dict())
         ref = self._authorize(body, grant)
         fresh = freshness.refresh(self.freshness, body)
         if fresh is not None and fresh.state == "rewrite-pending":
@@ -190,9 +199,7 @@ class ReaderApp:
         if cached is None:
             response = self.call(self.engine.retrieve, request, settings=self.settings,
                                  reader=self.reader)
-            budget = body.get("max_retrieved_history_tokens",
-                              self.settings.retrieval.max_retrieved_history_tokens)
-            plan = decide_for_answer(response, body.get("plan"), budget)
+            plan = decide_for_answer(response, request.plan)
             if plan is not None:  # the planner's decision rides along (no second call)
                 response["plan"] = plan
             encoded = encode(freshness.annotate(response, fresh))
@@ -238,20 +245,9 @@ class ReaderApp:
     def plan(self, body: dict, grant: frozenset[str] | None) -> Reply:
         """The planner's decision from kinds and token counts (no conversation text):
         see ``lookback.query.context.planner.decide``; the client applies it."""
-        from lookback.query.context.planner import decide
-
-        messages, evidence = body.get("messages"), body.get("evidence", [])
-        if not isinstance(messages, list) or not isinstance(evidence, list):
-            raise ApiError(400, "invalid-request", "messages and evidence must be lists")
-        budget = body.get("max_retrieved_history_tokens",
-                          self.settings.retrieval.max_retrieved_history_tokens)
-        try:
-            result = decide(messages, evidence, max_retrieved_history_tokens=budget,
-                            input_target_tokens=body.get("input_target_tokens"),
-                            hard_limit_tokens=body.get("hard_limit_tokens"))
-        except ValueError as error:
-            raise ApiError(400, "invalid-request", str(error)) from None
-        self._record_plan(evidence, result, grant)
+        request = parse_plan(body, self.settings.retrieval.max_retrieved_history_tokens)
+        result = decide_request(request)
+        self._record_plan(request.evidence, result, grant)
         return 200, result, {"included": len(result["included"]),
                              "excluded": len(result["excluded"]),
                              "fallback": result["fallback"] is not None}
@@ -280,7 +276,7 @@ class ReaderApp:
         and answers at once: ``queued``, ``fresh`` (nothing new) or ``missing``;
         ``embedded`` when the engine is turned off (``freshness.enabled = false``).
         """
-        session_file = _text(body, "session_file")
+        session_file = optional_text(body, "session_file")  # no NUL, valid Unicode
         if not session_file or not session_file.startswith("/"):
             raise ApiError(400, "invalid-request", "session_file must be an absolute path")
         if grant is not None:

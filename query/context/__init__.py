@@ -23,6 +23,7 @@ _EXPORTS = {
     "plan": "planner",
     "decide": "planner",
     "decide_for_answer": "planner",
+    "decide_request": "planner",
     "describe": "planner",
     "apply_decision": "planner",
     "ManifestStore": "manifest",

@@ -32,7 +32,7 @@ decides and applies the decision.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lookback.query.context.messages import (
     EVIDENCE_FOOTER,
@@ -43,6 +43,9 @@ from lookback.query.context.messages import (
     latest_real_user_message,
     message_text,
 )
+
+if TYPE_CHECKING:
+    from lookback.query.search.request import PlanRequest
 
 PRIORITY_RECENT = 100
 PRIORITY_EVIDENCE = 85
@@ -264,14 +267,14 @@ def _fallback_result(evidence: Any, tokens: dict[str, Any], reason: str) -> dict
     }
 
 
-def decide_for_answer(answer: Any, request_plan: Any, default_budget: int) -> dict | None:
-    """The decision for a retrieve answer's evidence, when the request carried ``plan``:
-    ``{"kinds": [...], "tokens": [...], "hard_limit_tokens"?, "input_target_tokens"?,
-    "max_retrieved_history_tokens"?}`` — one kind and one token estimate per message, as
-    two flat lists (cheap to send and to check) — one round trip instead of two. None
-    without ``plan`` or without evidence; budgets that are not non-negative integers
-    fall back."""
-    if not isinstance(request_plan, dict) or not isinstance(answer, dict):
+def decide_for_answer(answer: Any, request_plan: PlanRequest | None) -> dict | None:
+    """The decision for a retrieve answer's evidence, when the request carried ``plan``
+    (``{"kinds": [...], "tokens": [...], "hard_limit_tokens"?, "input_target_tokens"?,
+    "max_retrieved_history_tokens"?}``: one kind and one token estimate per message, as
+    two flat lists — cheap to send and to check — one round trip instead of two),
+    already validated by ``query.search.request.parse_request``. None without ``plan``
+    or without evidence."""
+    if request_plan is None or not isinstance(answer, dict):
         return None
     evidence = answer.get("evidence")
     if answer.get("status") != "ok" or not isinstance(evidence, list) or not evidence:
@@ -279,22 +282,16 @@ def decide_for_answer(answer: Any, request_plan: Any, default_budget: int) -> di
     refs = [{"entry_id": item.get("entry_id"), "session_id": item.get("session_id"),
              "tokens": _item_cost(item), "score": item.get("score"), "tier": item.get("tier"),
              "group_id": item.get("group_id")} for item in evidence if isinstance(item, dict)]
-    try:
-        return decide(_described(request_plan), refs,
-                      max_retrieved_history_tokens=request_plan.get(
-                          "max_retrieved_history_tokens", default_budget),
-                      input_target_tokens=request_plan.get("input_target_tokens"),
-                      hard_limit_tokens=request_plan.get("hard_limit_tokens"))
-    except ValueError as error:
-        return _fallback_result(refs, {}, f"bad budget: {error}")
+    return decide_request(request_plan, refs)
 
 
-def _described(request_plan: dict) -> Any:
-    """``kinds`` and ``tokens`` zipped into ``decide``'s message descriptions."""
-    kinds, tokens = request_plan.get("kinds"), request_plan.get("tokens")
-    if not isinstance(kinds, list) or not isinstance(tokens, list) or len(kinds) != len(tokens):
-        return None  # decide answers: malformed messages
-    return [{"kind": kind, "tokens": count} for kind, count in zip(kinds, tokens, strict=True)]
+def decide_request(request: PlanRequest, evidence: list[dict] | None = None) -> dict:
+    """``decide`` for a validated plan request (``/v1/plan``; ``evidence``: the items to
+    plan instead of the request's own)."""
+    return decide(request.messages, request.evidence if evidence is None else evidence,
+                  max_retrieved_history_tokens=request.max_retrieved_history_tokens,
+                  input_target_tokens=request.input_target_tokens,
+                  hard_limit_tokens=request.hard_limit_tokens)
 
 
 # ---------------------------------------------------------------------------------------

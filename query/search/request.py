@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lookback.query.context.messages import latest_real_user_message
@@ -19,6 +19,9 @@ from lookback.settings import DEFAULTS
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 MAX_RESULTS_RANGE = (1, 100)
+MAX_TOKENS_RANGE = (0, 10_000_000)
+#: Largest input target or hard limit a plan may name (far beyond any model's window).
+MAX_LIMIT_TOKENS = 10**12
 DEFAULT_MAX_RESULTS = DEFAULTS.retrieval.max_results
 DEFAULT_MAX_HISTORY_TOKENS = DEFAULTS.retrieval.max_retrieved_history_tokens
 MAX_MESSAGE_CHARS = 200_000
@@ -49,6 +52,26 @@ class RetrievalRequest:
     max_results: int
     max_retrieved_history_tokens: int
     semantic: bool
+    #: The planner's question riding along (``plan``); its budget defaults to this
+    #: request's ``max_retrieved_history_tokens``.
+    plan: PlanRequest | None = None
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What the planner is asked, its JSON types checked (values are the planner's to
+    judge: an unknown kind or a negative count makes it fall back, not fail).
+
+    ``messages``: ``{"kind", "tokens"}`` per message (None when a retrieve request's
+    ``kinds`` and ``tokens`` do not pair up); ``evidence``: the ranked items (empty for
+    a retrieve request: its own answer's evidence is planned).
+    """
+
+    messages: list[dict[str, Any]] | None
+    evidence: list[dict[str, Any]]
+    max_retrieved_history_tokens: int
+    input_target_tokens: int | None
+    hard_limit_tokens: int | None
 
 
 @dataclass(frozen=True)
@@ -71,7 +94,7 @@ MAX_DEPTH = 200
 
 def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
     """Raise RequestError when lists/objects in ``value`` nest deeper than ``limit``."""
-    stack = [(value, 1)]
+    stack = [(value, 1)] if isinstance(value, dict | list) else []  # a scalar nests nothing
     while stack:
         item, depth = stack.pop()
         if depth > limit:
@@ -100,7 +123,7 @@ def parse_request(data: Any, defaults: dict[str, Any] | None = None) -> Retrieva
     names = session_names(data)
     session_file, project, session_id = names.session_file, names.project, names.session_id
     defaults = defaults or {}
-    return RetrievalRequest(
+    request = RetrievalRequest(
         session_file=session_file,
         project=project,
         session_id=session_id,
@@ -115,9 +138,76 @@ def parse_request(data: Any, defaults: dict[str, Any] | None = None) -> Retrieva
         max_retrieved_history_tokens=_bounded_int(
             data, "max_retrieved_history_tokens",
             defaults.get("max_retrieved_history_tokens", DEFAULT_MAX_HISTORY_TOKENS),
-            0, 10_000_000),
+            *MAX_TOKENS_RANGE),
         semantic=_optional_bool(data, "semantic", bool(defaults.get("semantic", False))),
     )
+    plan = data.get("plan")
+    if plan is None:
+        return request
+    if not isinstance(plan, dict):
+        raise RequestError("plan must be an object: kinds, tokens and optional budgets")
+    kinds = _typed_list(plan, "kinds", str, "plan.kinds must be a list of kind strings")
+    tokens = _typed_list(plan, "tokens", int, "plan.tokens must be a list of integers")
+    paired = kinds is not None and tokens is not None and len(kinds) == len(tokens)
+    messages = [{"kind": kind, "tokens": count} for kind, count in zip(
+        kinds, tokens, strict=True)] if paired else None
+    return replace(request, plan=_plan_request(
+        plan, messages, [], request.max_retrieved_history_tokens, "plan."))
+
+
+def parse_plan(data: Any, default_budget: int) -> PlanRequest:
+    """Validate a ``/v1/plan`` body: ``messages`` (``{"kind", "tokens"}`` each),
+    ``evidence`` (``{"session_id", "entry_id", "tokens", ...}`` each) and the budgets;
+    a null budget is the default, as in a retrieve request."""
+    if not isinstance(data, dict):
+        raise RequestError("the request must be a JSON object")
+    messages = _typed_list(data, "messages", dict, "messages must be a list of objects")
+    if messages is None:
+        raise RequestError("messages must be a list of objects")
+    evidence = _typed_list(data, "evidence", dict, "evidence must be a list of objects") or []
+    for index, message in enumerate(messages):
+        _check_field_types(message, f"messages[{index}]", {"kind": str, "tokens": int})
+    for index, item in enumerate(evidence):
+        _check_field_types(item, f"evidence[{index}]",
+                           {"session_id": str, "entry_id": str, "tokens": int})
+    return _plan_request(data, messages, evidence, default_budget, "")
+
+
+def _plan_request(data: dict[str, Any], messages: list[dict[str, Any]] | None,
+                  evidence: list[dict[str, Any]], default_budget: int,
+                  prefix: str) -> PlanRequest:
+    budget = _bounded_int(data, "max_retrieved_history_tokens", default_budget,
+                          *MAX_TOKENS_RANGE, name=f"{prefix}max_retrieved_history_tokens")
+    limits = {key: _bounded_int(data, key, None, 0, MAX_LIMIT_TOKENS, name=prefix + key)
+              for key in ("input_target_tokens", "hard_limit_tokens")}
+    return PlanRequest(messages, evidence, budget, **limits)
+
+
+def _typed_list(data: dict[str, Any], key: str, kind: type, problem: str) -> list | None:
+    """``data[key]``: None when absent or null, else a list of ``kind`` items (a bool is
+    not an int), or RequestError(problem)."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_IDS or not all(
+            isinstance(item, kind) and not (kind is int and isinstance(item, bool))
+            for item in value):
+        raise RequestError(problem)
+    return value
+
+
+def _check_field_types(item: dict[str, Any], where: str, types: dict[str, type]) -> None:
+    """Each of ``types``' keys in ``item`` is absent, null or of its type (a bool is not
+    an int): anything else is a bad request, not something to plan around."""
+    for key, kind in types.items():
+        value = item.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise RequestError(f"{where}.{key} must be {_TYPE_NAMES[kind]}")
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", dict: "an object"}
 
 
 def _message(data: dict[str, Any]) -> str | None:
@@ -178,14 +268,17 @@ def optional_ids(data: dict[str, Any], key: str) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def _bounded_int(data: dict[str, Any], key: str, default: Any, low: int, high: int) -> int:
-    value = data.get(key, default)
+def _bounded_int(data: dict[str, Any], key: str, default: Any, low: int, high: int,
+                 *, name: str | None = None) -> Any:
+    """``data[key]`` as an integer in ``[low, high]``; absent or null: ``default``."""
+    value = data.get(key)
     if value is None:
-        value = default
+        return default
+    name = name or key
     if isinstance(value, bool) or not isinstance(value, int):
-        raise RequestError(f"{key} must be an integer")
+        raise RequestError(f"{name} must be an integer")
     if not low <= value <= high:
-        raise RequestError(f"{key} must be between {low} and {high}")
+        raise RequestError(f"{name} must be between {low} and {high}")
     return value
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lookback import api
 from lookback.api import RequestError
@@ -212,3 +214,137 @@ def test_another_projects_session_id_cannot_evict_its_manifest(serve, session_fi
     client.app.manifests.flush()
     assert client.get(manifest, token=OWNER).body["entries"] == before
     assert len(client.get(manifest, token=OTHER).body["entries"]) == 50
+
+
+# -- Bad values in a request's fields: a 400 naming the field, never a 500 ----------------
+
+def post(app: Any, path: str, body: Any) -> tuple[int, Any]:
+    status, payload, _ = app.handle("POST", path, None, json.dumps(body).encode())
+    return status, json.loads(payload) if isinstance(payload, bytes) else payload
+
+
+def plan_body(**changes: Any) -> dict:
+    body = {"messages": [{"kind": "user", "tokens": 10}],
+            "evidence": [{"session_id": SESSION_ID, "entry_id": "a1000001", "tokens": 5}]}
+    body.update(changes)
+    return body
+
+
+@pytest.mark.parametrize(("path", "body", "named"), [
+    ("/v1/plan", plan_body(messages=[{"kind": {}, "tokens": 10}]), "messages[0].kind"),
+    ("/v1/plan", plan_body(messages=[{"kind": "user", "tokens": "10"}]), "messages[0].tokens"),
+    ("/v1/plan", plan_body(messages=["user"]), "messages"),
+    ("/v1/plan", plan_body(evidence=[{"session_id": [SESSION_ID], "entry_id": "a1000001",
+                                      "tokens": 5}]), "evidence[0].session_id"),
+    ("/v1/plan", plan_body(evidence=[{"session_id": SESSION_ID, "entry_id": {"a": 1},
+                                      "tokens": 5}]), "evidence[0].entry_id"),
+    ("/v1/plan", plan_body(evidence=[{"session_id": SESSION_ID, "entry_id": "a1000001",
+                                      "tokens": True}]), "evidence[0].tokens"),
+    ("/v1/plan", plan_body(hard_limit_tokens="9"), "hard_limit_tokens"),
+    ("/v1/plan", plan_body(max_retrieved_history_tokens=-1), "max_retrieved_history_tokens"),
+    ("/v1/retrieve", {"plan": {"kinds": [["user"]], "tokens": [10]}}, "plan.kinds"),
+    ("/v1/retrieve", {"plan": {"kinds": ["user"], "tokens": [{}]}}, "plan.tokens"),
+    ("/v1/retrieve", {"plan": ["user"]}, "plan must be an object"),
+    ("/v1/retrieve", {"plan": {"kinds": ["user"], "tokens": [10],
+                               "input_target_tokens": [1]}}, "plan.input_target_tokens"),
+    ("/v1/nudge", {"session_file": "/\u0000x"}, "session_file"),
+    ("/v1/nudge", {"session_file": ["/tmp/x.jsonl"]}, "session_file"),
+])  # fmt: skip
+def test_a_bad_field_is_a_400_that_names_it(app, session_file, path, body, named):
+    if path == "/v1/retrieve":
+        body = {**retrieve_body(session_file), **body}
+    status, payload = post(app, path, body)
+    assert status == 400, payload
+    assert payload["error"]["code"] == "invalid-request"
+    assert named in payload["error"]["message"]
+
+
+def test_an_unknown_kind_still_falls_back_rather_than_failing(app):
+    status, payload = post(app, "/v1/plan", plan_body(messages=[{"kind": "robot", "tokens": 1}]))
+    assert status == 200
+    assert payload["fallback"] == "malformed message at index 0: unknown kind"
+
+
+def test_a_null_budget_is_the_default_for_retrieval_and_its_plan(app, session_file):
+    """Retrieval and plan read one parsed request: null is the default for both."""
+    plan = {"kinds": ["user"], "tokens": [10]}
+    answers = {value: post(app, "/v1/retrieve", retrieve_body(
+                   session_file, max_retrieved_history_tokens=value, plan=plan))
+               for value in (None, 16000)}
+    for value, (status, answer) in answers.items():
+        assert status == 200, (value, answer)
+        assert answer["plan"]["fallback"] is None, value
+        assert answer["plan"]["decision"]["sources"], value
+        assert answer["plan"]["tokens"]["retrieval_budget"] == 16000
+    assert answers[None][1]["plan"] == answers[16000][1]["plan"]
+    status, planned = post(app, "/v1/plan", plan_body(max_retrieved_history_tokens=None))
+    assert status == 200 and planned["tokens"]["retrieval_budget"] == 16000
+
+
+@pytest.mark.parametrize("stdin", [b"null", b"5", b"true", b'"text"', b"[]", b"1.5"])
+def test_the_cli_answers_a_json_scalar_with_exit_2(home, stdin):
+    (home / "none.toml").write_text("")
+    done = run_cli(home, stdin, "retrieve")
+    assert done.returncode == 2, done.stderr[-500:]
+    assert json.loads(done.stdout)["error"]["message"] == "the request must be a JSON object"
+    assert b"Traceback" not in done.stderr
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.text(max_size=20) | st.sampled_from(["", "/", "/\u0000x", "user", "-1", "a1000001"]),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+def base_bodies(session_file: Path) -> dict[str, dict]:
+    names = {"session_file": str(session_file)}
+    return {
+        "/v1/retrieve": {**retrieve_body(session_file), "context_ids": ["a1000001"],
+                         "provider": "anthropic", "max_results": 5,
+                         "max_retrieved_history_tokens": 1000, "semantic": False,
+                         "plan": {"kinds": ["user"], "tokens": [10], "hard_limit_tokens": 9000,
+                                  "input_target_tokens": 8000,
+                                  "max_retrieved_history_tokens": 500}},
+        "/v1/search": {**names, "text": "AgentSession", "scope": "session", "limit": 5},
+        "/v1/source": {**names, "entry_id": "a1000001"},
+        "/v1/plan": plan_body(max_retrieved_history_tokens=100, hard_limit_tokens=900,
+                              input_target_tokens=800),
+        "/v1/nudge": names,
+    }
+
+
+def field_paths(value: Any, prefix: tuple = ()) -> list[tuple]:
+    """Every key path inside ``value``, list items included (``("plan", "kinds", 0)``)."""
+    items = value.items() if isinstance(value, dict) else (
+        enumerate(value) if isinstance(value, list) else ())
+    paths = []
+    for key, child in items:
+        paths.append((*prefix, key))
+        paths += field_paths(child, (*prefix, key))
+    return paths
+
+
+def replaced(body: Any, path: tuple, value: Any) -> Any:
+    body = json.loads(json.dumps(body))
+    target = body
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return body
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_json_in_any_field_is_answered_never_a_500(app, session_file, data):
+    bodies = base_bodies(session_file)
+    path = data.draw(st.sampled_from(sorted(bodies)))
+    where = data.draw(st.sampled_from(field_paths(bodies[path])))
+    value = data.draw(JSON)
+    status, payload = post(app, path, replaced(bodies[path], where, value))
+    assert status in (200, 202, 400, 403, 404), (path, where, value, payload)
+    if status >= 400:
+        assert payload["status"] == "error" and payload["error"]["message"]
