@@ -37,10 +37,12 @@ def text_hash(text: str) -> str:
     return hashlib.blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
-#: Errors that say "this event cannot be stored" rather than "the index cannot be written".
+#: Errors that say "this event cannot be stored" rather than "the index cannot be
+#: written". Input is validated when an event is decoded or applied (``Event.check``),
+#: so anything else raised while applying (KeyError, TypeError, ...) is a bug: it
+#: fails the batch, loud, instead of setting its events aside as bad input.
 BAD_EVENT_ERRORS: tuple[type[BaseException], ...] = (
-    EventError, KeyError, TypeError, ValueError, AttributeError, OverflowError,
-    RecursionError, apsw.ConstraintError, apsw.MismatchError, apsw.TooBigError,
+    EventError, apsw.ConstraintError, apsw.MismatchError, apsw.TooBigError,
 )
 
 #: Called with each event set aside and the error it raised.
@@ -107,14 +109,23 @@ def _append(connection: apsw.Connection, events: list[Event], ids: list[str | No
 def _append_one(connection: apsw.Connection, event: Event, source_id: str | None,
                 now: float, touched: Touched) -> int:
     """Log and apply one event; returns its sequence number."""
+    event.check()  # before logging it: what the log holds, a replay can apply
     connection.execute(
         "INSERT INTO events(kind, session_id, payload, source_id, created_at) "
         "VALUES (?, ?, ?, ?, ?)",
-        (event.kind, event.session_id, jsonio.dumps(event.payload), source_id, now),
+        (event.kind, event.session_id, _payload_json(event), source_id, now),
     )
     seq = connection.last_insert_rowid()
     apply_event(connection, event, now, touched)
     return seq
+
+
+def _payload_json(event: Event) -> str:
+    try:
+        return jsonio.dumps(event.payload)
+    except (TypeError, ValueError, RecursionError) as error:  # not JSON: bad input
+        raise EventError(f"{event.kind} event: payload is not storable JSON "
+                         f"({error.__class__.__name__})") from None
 
 
 def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) -> None:

@@ -16,6 +16,7 @@ Kinds
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +56,9 @@ class Event:
         return event
 
     def check(self) -> None:
-        """Raise EventError when the event could never be applied."""
+        """Raise EventError when the event could never be applied: every value the
+        index's projections read has the type they read it as, and every number fits
+        SQLite's integers, so an error while applying is a bug, never bad input."""
         if self.kind not in EVENT_KINDS:
             raise EventError(f"unknown event kind {self.kind!r}")
         if not isinstance(self.session_id, str) or not self.session_id:
@@ -68,5 +71,38 @@ class Event:
                 raise EventError("entry event without an entry id and position")
             if not isinstance(entry["id"], str):
                 raise EventError("entry id is not text")
-        if self.kind == "leaf" and not isinstance(self.payload.get("target_id"), str):
+            _check_fields(entry, _ENTRY_FIELDS, "entry")
+        elif self.kind == "session":
+            _check_fields(self.payload, _SESSION_FIELDS, "session")
+        elif self.kind == "leaf" and not isinstance(self.payload.get("target_id"), str):
             raise EventError("leaf event without a target id")
+        elif self.kind == "reset":
+            _check_fields(self.payload, _RESET_FIELDS, "reset")
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+_SCALAR = (str, int, float)
+#: What the projections (index.writer) read from each kind, and the types they expect.
+_ENTRY_FIELDS: dict[str, tuple[type, ...]] = {
+    "seq": (int,), "parent_id": (str,), "type": (str,), "role": (str,), "timestamp": (str,),
+    "ts_ms": (int, float), "text": (str,), "first_kept_id": (str,),
+}
+_SESSION_FIELDS: dict[str, tuple[type, ...]] = {
+    "file": _SCALAR, "cwd": _SCALAR, "version": _SCALAR, "started_at": _SCALAR,
+    "parent_session": _SCALAR,
+}
+_RESET_FIELDS: dict[str, tuple[type, ...]] = {"reason": (str,), "file": (str,)}
+
+
+def _check_fields(values: dict[str, Any], fields: dict[str, tuple[type, ...]],
+                  kind: str) -> None:
+    for name, types in fields.items():
+        value = values.get(name)
+        if value is None and name != "seq":
+            continue
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise EventError(f"{kind} event: {name} is a {type(value).__name__}")
+        if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
+            raise EventError(f"{kind} event: {name} is out of range")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise EventError(f"{kind} event: {name} is not a finite number")

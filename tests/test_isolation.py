@@ -20,7 +20,7 @@ from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
 from lookback.index.sink import EmbeddedSink
 from lookback.index.store import open_reader, read_meta
-from lookback.ingest.events import Event
+from lookback.ingest.events import Event, EventError
 from lookback.ingest.pipeline import ingest_files
 from lookback.ingest.reader import read_session
 from lookback.ingest.watch import Watcher
@@ -210,16 +210,37 @@ def test_the_writer_sets_aside_an_event_it_cannot_store(home):
                  {"entry": dict(entry, id="bad-2", first_kept_id=None, ts_ms=10**30)})
     events = [*good[:4], bad, huge, *good[4:]]
     with ProjectWriter(home, V3_CWD) as writer:
-        with pytest.raises((TypeError, OverflowError)):  # all or nothing without the callback
+        with pytest.raises(EventError):  # refused at decode; all or nothing without the callback
             writer.write(events)
         assert writer.connection.execute("SELECT count(*) FROM entries").fetchone()[0] == 0
         set_aside: list[str] = []
         applied = writer.write(events, on_set_aside=lambda e, error: set_aside.append(
             f"{e.payload['entry']['id']} {error.__class__.__name__}"))
-        assert set_aside == ["bad-1 TypeError", "bad-2 OverflowError"]
+        assert set_aside == ["bad-1 EventError", "bad-2 EventError"]
         assert applied == len(good)
         assert read_meta(writer.connection, "set_aside_events") == "2"
     assert set(rows(home, V3_CWD)) == GOOD_V3_IDS
+
+
+@pytest.mark.parametrize("bug", [KeyError, TypeError, AttributeError])
+def test_a_bug_in_a_projection_raises_instead_of_setting_events_aside(home, monkeypatch, bug):
+    """Only bad input is set aside; an error of the code (here a projection that
+    raises) stops the batch, loud, with nothing set aside and nothing committed."""
+    from lookback.index import writer as writer_module
+
+    def broken(connection, event, now, touched):
+        raise bug("a projection bug")
+
+    events = [e for batch in read_session(str(fixture_path("pi-session-v3.jsonl")))
+              for e in batch.events]
+    monkeypatch.setitem(writer_module._HANDLERS, "entry", broken)
+    set_aside: list[Event] = []
+    with ProjectWriter(home, V3_CWD) as writer:
+        with pytest.raises(bug):
+            writer.write(events, on_set_aside=lambda e, error: set_aside.append(e))
+        assert set_aside == []
+        assert read_meta(writer.connection, "set_aside_events") is None
+        assert writer.connection.execute("SELECT count(*) FROM events").fetchone()[0] == 0
 
 
 def test_the_embedded_sink_counts_what_the_writer_set_aside(home, tmp_path):

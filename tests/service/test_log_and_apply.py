@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from lookback.index.layout import project_dir
+from lookback.index.store import open_writer
 from lookback.ingest.events import Event
 from lookback.ingest.pipeline import ingest_files
 from lookback.workers.apply import drain
@@ -100,28 +102,38 @@ def test_appended_lines_and_restarted_producer_resume_exactly(service, tmp_path)
 
 
 def test_poison_event_is_set_aside_and_the_rest_applies(service, tmp_path) -> None:
+    import apsw
+
     path = write_session(tmp_path / "sessions", "c.jsonl", session_lines("s-3", CWD)[:50])
     with RedisSink(service.config) as sink:
         ingest_files([path], sink)
     project = sink.project(CWD)
+    drain(service.config, service.client, project)
+    # A constraint of the index that one event breaks: SQLite refuses it on every try.
+    index = open_writer(project_dir(service.home, CWD).index_path())
+    index.execute("CREATE TRIGGER refuse BEFORE INSERT ON entries WHEN NEW.entry_id = 'x2' "
+                  "BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    index.close()
     stream = service.config.log_key(project)
     service.client.xadd(stream, {EVENT_FIELD: b"not json"})
     bad_seq = Event("entry", "s-3", CWD, {"entry": {"id": "x1", "seq": "not-a-number"}})
     service.client.xadd(stream, {EVENT_FIELD: bad_seq.to_json().encode()})
+    refused = Event("entry", "s-3", CWD, {"entry": {"id": "x2", "seq": 8999, "text": "no"}})
+    service.client.xadd(stream, {EVENT_FIELD: refused.to_json().encode()})
     later = Event("entry", "s-3", CWD, {"entry": {"id": "late-1", "seq": 9000,
                                                    "type": "message", "text": "zanzibar"}})
     service.client.xadd(stream, {EVENT_FIELD: later.to_json().encode()})
 
-    # The undecodable event is set aside at once; the one that fails to apply is retried
-    # (the error propagates to dramatiq) until it has failed max_failures times.
+    # Undecodable and invalid events are set aside at once; the one the index refuses
+    # is retried (the error propagates to dramatiq) until it has failed max_failures times.
     for _ in range(service.config.max_failures - 1):
-        with pytest.raises(ValueError):
+        with pytest.raises(apsw.ConstraintError):
             drain(service.config, service.client, project)
     result = drain(service.config, service.client, project)
 
     poison = service.client.hgetall(service.config.poison_key(project))
     reasons = sorted(json.loads(v)["reason"].split(":")[0] for v in poison.values())
-    assert reasons == ["EventError", "ValueError"]
+    assert reasons == ["ConstraintError", "EventError", "EventError"]
     assert result.set_aside == 1
     assert fts_hits(service.home, CWD, "zanzibar") == ["late-1"]
     assert len(indexed_entries(service.home, CWD)) == len(expected_entries(path)) + 1
