@@ -8,7 +8,7 @@ resumes exactly where it stopped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -76,13 +76,14 @@ def peek_header(path: Path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tup
 
 def ingest_files(files: Iterable[Path], sink: Sink, *,
                  on_file: Callable[[Path, IngestReport], None] | None = None,
-                 strict: bool = False,
+                 strict: bool | Container[Path] = False,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> IngestReport:
     """Read every file's new lines into ``sink``; problems are collected, not raised.
 
-    With ``strict`` a file that is not a session counts as an error (the user named
-    it); otherwise it is noted and skipped (a folder may hold other JSONL files). A
-    file that fails for any reason is reported and the others go on.
+    With ``strict`` (True, or the files the user named: ``ingest.scan.named_files``) a
+    file that is not a session counts as an error; otherwise it is noted and skipped
+    (a folder may hold other JSONL files). A file that fails for any reason is
+    reported and the others go on.
     """
     report = IngestReport()
     for path in files:
@@ -93,7 +94,8 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
             report.pending_headers += 1
             report.failed_files.append(path)
         except NotASession as problem:
-            (report.errors if strict else report.not_sessions).append(str(problem))
+            named = strict is True or (strict is not False and path in strict)
+            (report.errors if named else report.not_sessions).append(str(problem))
         except OSError as error:
             report.fail(path, f"{path}: {error.strerror or error}")
         except SinkUnavailable as error:

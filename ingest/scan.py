@@ -60,29 +60,47 @@ class PathProblem(UserError, ValueError):
     code = "bad-path"
 
 
-def session_files(paths: Iterable[Path]) -> Iterator[Path]:
+def session_files(paths: Iterable[Path], *,
+                  skipped: list[str] | None = None) -> Iterator[Path]:
     """Every ``*.jsonl`` file named or found (recursively, sorted) under ``paths``.
 
-    Raises PathProblem for a path that does not exist or is neither file nor folder.
+    A ``*.jsonl`` found in a folder that is not a readable file (a symlink to
+    nothing, a link to a folder) is skipped, and noted in ``skipped`` when given.
+    Raises PathProblem for a named path that does not exist or is neither file nor
+    folder.
     """
     for path in paths:
         path = Path(path).expanduser()
         if path.is_file():
             yield path.resolve()
         elif path.is_dir():
-            yield from sorted(_walk(path))
+            yield from sorted(_walk(path, skipped))
         elif not path.exists():
             raise PathProblem(f"{path}: no such file or directory")
         else:
             raise PathProblem(f"{path}: not a file or directory")
 
 
-def _walk(folder: Path) -> Iterator[Path]:
+def named_files(paths: Iterable[Path]) -> set[Path]:
+    """The files among ``paths`` (as ``session_files`` yields them): named by the user,
+    so one that is not a session is an error, not a stray file of a folder."""
+    return {Path(path).expanduser().resolve() for path in paths
+            if Path(path).expanduser().is_file()}
+
+
+def _walk(folder: Path, skipped: list[str] | None) -> Iterator[Path]:
     def complain(error: OSError) -> None:
         raise PathProblem(f"{error.filename}: {error.strerror}")
 
     for root, dirs, files in os.walk(folder, onerror=complain):
         dirs.sort()
         for name in files:
-            if name.endswith(".jsonl"):
-                yield (Path(root) / name).resolve()
+            if not name.endswith(".jsonl"):
+                continue
+            path = Path(root) / name
+            if path.is_file():
+                yield path.resolve()
+            elif skipped is not None:
+                what = "a symlink to nothing" if path.is_symlink() and not path.exists() \
+                    else "not a regular file"
+                skipped.append(f"{path}: {what}")

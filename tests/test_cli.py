@@ -75,6 +75,22 @@ def test_user_mistakes_get_one_clear_line(run, tmp_path, setup, expected_code, m
     assert "Traceback" not in err
 
 
+def test_a_dangling_link_and_a_stray_jsonl_in_a_folder_are_skipped_and_counted(run, tmp_path):
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    (folder / "branching.jsonl").write_bytes(fixture_path("branching.jsonl").read_bytes())
+    (folder / "gone.jsonl").symlink_to(tmp_path / "deleted-session.jsonl")
+    _write(folder / "notes.jsonl", '{"hello": 1}\n')
+    code, out, err = run("index", "--json", str(folder))
+    summary = json.loads(out)
+    assert code == 0, err
+    assert summary["not_sessions"] == 2 and summary["errors"] == []
+    assert summary["entries_added"] == 8
+    code, out, err = run("index", str(folder))
+    assert code == 0 and "skipped 2 files that are not Pi or Claude Code sessions" in out
+    assert "error" not in err
+
+
 def test_unknown_project_and_bad_settings(run, tmp_path, monkeypatch):
     code, _, err = run("status", "--project", "../etc")
     assert code == 2 and "invalid project name" in err

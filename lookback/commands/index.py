@@ -13,7 +13,7 @@ from lookback.errors import UserError
 from lookback.freshness import default_roots
 from lookback.index.sink import EmbeddedSink
 from lookback.ingest.pipeline import IngestReport, ingest_files
-from lookback.ingest.scan import session_files
+from lookback.ingest.scan import named_files, session_files
 from lookback.settings import Settings
 
 
@@ -43,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
               "(Pi creates it on its first session; Claude Code's ~/.claude/projects neither; "
               "or name session files or folders: lookback index PATH ...)")
         return 0
-    files = list(session_files(paths))
-    if not files:
+    skipped: list[str] = []  # dangling links and the like, found in the folders
+    files = list(session_files(paths, skipped=skipped))
+    if not files and not skipped:
         raise UserError(f"no session files (*.jsonl) under {', '.join(map(str, paths))}", 1)
     if args.embed and args.queue:
         raise UserError("--embed builds vectors inline (embedded mode); in service mode the "
@@ -60,13 +61,16 @@ def run(args: argparse.Namespace) -> int:
         sink = EmbeddedSink(settings.home, namespace=settings.namespace, bulk=True)
     with sink:
         report = ingest_files(files, sink, on_file=progress_printer(len(files)),
-                              strict=bool(args.paths), max_line_bytes=settings.max_line_bytes)
+                              strict=named_files(args.paths),
+                              max_line_bytes=settings.max_line_bytes)
+    report.not_sessions.extend(skipped)
     _note_sink(report, sink)
     _summary(report, time.monotonic() - started, args.json)
     if args.embed:
         _embed(settings, sorted(report.projects))
-    # A project that could not be written fails the run; a stray non-session file in a
-    # named folder only when nothing at all was indexed.
+    # A project that could not be written fails the run, and so does a named file that
+    # is not a session when nothing at all was indexed; a stray file of a folder is
+    # skipped and counted (not_sessions).
     if len(report.failed_files) > report.pending_headers or getattr(sink, "failures", None):
         return 1
     return 1 if report.errors and not report.sessions else 0
