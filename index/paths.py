@@ -53,6 +53,19 @@ class PathRegistry:
             return None
         return None if row is None else row[0]
 
+    def recorded(self) -> list[tuple[str, str]]:
+        """Every (path, project cwd) recorded for this namespace: what ``lookback reindex
+        --repair`` reads again when an index cannot be rebuilt from itself (none when
+        the registry cannot be read)."""
+        if not self.file.exists():
+            return []
+        try:
+            return [(path, cwd) for path, cwd in self._open().execute(
+                "SELECT path, cwd FROM paths WHERE namespace = ? ORDER BY path",
+                (self.namespace,))]
+        except apsw.Error:
+            return []
+
     def set(self, path: str, cwd: str) -> None:
         """Record that ``cwd``'s project holds ``path`` (written at the next ``flush``)."""
         self._pending[path] = cwd

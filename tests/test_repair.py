@@ -155,6 +155,18 @@ def test_repair_rebuilds_from_the_session_files(home, indexed, sessions, how):
     assert again.returncode == 0 and "indexed 0 new entries" in again.stdout
 
 
+@pytest.mark.parametrize("how", ["zeroed header", "cut in half"])
+def test_repair_without_a_path_reads_the_files_paths_sqlite_recorded(home, indexed, how):
+    """The session folder is not one `lookback index` reads by default: paths.sqlite's
+    record of the indexed files (and their projects) is enough to repair."""
+    damage(home, how)
+    name = project_dir(home, DAMAGED_CWD).name
+    result = lookback(home, "reindex", "--repair")
+    assert result.returncode == 0, result.stderr
+    assert f"repaired {name} from 1 session files" in result.stdout
+    assert entries(home, DAMAGED_CWD) == indexed[DAMAGED_CWD]
+
+
 def test_repair_rebuilds_from_the_event_log_when_it_reads(home, indexed):
     path = project_dir(home, DAMAGED_CWD).index_path()
     connection = apsw.Connection(str(path))

@@ -12,6 +12,7 @@ from lookback.commands.common import load
 from lookback.errors import LookbackError, UserError
 from lookback.freshness import default_roots
 from lookback.index.layout import ProjectDir, find_project, list_projects, project_key
+from lookback.index.paths import PathRegistry
 from lookback.index.rebuild import exclusive, rebuild
 from lookback.index.repair import check, fresh_generation, repair_from_log
 from lookback.index.sink import EmbeddedSink
@@ -38,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="check every page of each index; rebuild only the damaged ones")
     parser.add_argument("paths", nargs="*", type=Path,
                         help="with --repair: session files or folders to rebuild a damaged "
-                             "index from when its event log is unreadable (default: the "
+                             "index from when its event log is unreadable (default: every "
+                             "file indexed into it, as paths.sqlite records, and the "
                              "session folders lookback index reads)")
     parser.set_defaults(handler=run)
 
@@ -112,6 +114,8 @@ def _repair(project: ProjectDir, settings: Settings, paths: list[Path]) -> None:
 def _repair_from_sessions(project: ProjectDir, settings: Settings, paths: list[Path]) -> None:
     roots = paths or [root for root in default_roots(settings) if root.is_dir()]
     files = _project_files(project, settings, roots)
+    if not paths:  # and every file indexed into it, wherever it lies (paths.sqlite)
+        files += [path for path in _recorded_files(project, settings) if path not in files]
     if not files:
         where = ", ".join(map(str, roots)) or "no session folder"
         raise UserError(f"{project.name}: cannot repair: its event log is unreadable and no "
@@ -127,10 +131,24 @@ def _repair_from_sessions(project: ProjectDir, settings: Settings, paths: list[P
           "file is kept beside it, renamed *.damaged)", flush=True)
 
 
-def _project_files(project: ProjectDir, settings: Settings, roots: list[Path]) -> list[Path]:
-    """The session files under ``roots`` whose header names this project."""
+def _recorded_files(project: ProjectDir, settings: Settings) -> list[Path]:
+    """The session files paths.sqlite records for this project that still name it."""
+    registry = PathRegistry(settings.home, settings.namespace)
+    try:
+        recorded = registry.recorded()
+    finally:
+        registry.close()
+    candidates = [Path(path) for path, cwd in recorded
+                  if project_key(cwd, settings.namespace) == project.name]
+    return _project_files(project, settings, [], candidates)
+
+
+def _project_files(project: ProjectDir, settings: Settings, roots: list[Path],
+                   candidates: list[Path] | None = None) -> list[Path]:
+    """The session files under ``roots`` (or among ``candidates``) whose header names
+    this project."""
     found = []
-    for path in session_files(roots):
+    for path in session_files(roots) if candidates is None else candidates:
         try:
             _, cwd = peek_header(path, settings.max_line_bytes)
         except (NotASession, OSError):
