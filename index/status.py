@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,4 +73,50 @@ def _status(project: ProjectDir) -> dict[str, Any]:
     }
 
 
-__all__ = ["project_status", "read_meta"]
+def recent_sessions(project: ProjectDir, limit: int = 5, *,
+                    now: float | None = None) -> list[dict[str, Any]]:
+    """The project's ``limit`` most recently indexed sessions and how far the index lags
+    each one's file: ``behind_bytes`` the file holds past what was read, and
+    ``lag_seconds``, how long ago the file was last written when it is behind (0 when
+    it is not: nothing waits). Raises like ``open_reader`` when the index cannot be read.
+    """
+    path = project.index_path()
+    if path is None:
+        return []
+    now = time.time() if now is None else now
+    connection = open_reader(path)
+    try:
+        rows = connection.execute(
+            "SELECT s.session_id, s.entry_count, s.updated_at, f.path, f.state"
+            " FROM sessions AS s LEFT JOIN files AS f ON f.rowid = ("
+            "   SELECT rowid FROM files WHERE session_id = s.session_id"
+            "   ORDER BY updated_at DESC LIMIT 1)"
+            " ORDER BY s.updated_at DESC LIMIT ?", (limit,)).fetchall()
+    finally:
+        connection.close()
+    return [_lag(session_id, entries, indexed_at, file, state, now)
+            for session_id, entries, indexed_at, file, state in rows]
+
+
+def _lag(session_id: str, entries: int, indexed_at: float | None, file: str | None,
+         state: str | None, now: float) -> dict[str, Any]:
+    found: dict[str, Any] = {"session_id": session_id, "entries": entries, "file": file,
+                             "indexed_at": indexed_at, "behind_bytes": 0, "lag_seconds": 0.0}
+    if not file:
+        return found
+    try:
+        info = os.stat(file)
+    except OSError:
+        found["file_missing"] = True
+        return found
+    try:
+        read = int(json.loads(state or "{}").get("offset") or 0)
+    except (ValueError, AttributeError, TypeError):
+        read = 0
+    if info.st_size > read:
+        found["behind_bytes"] = info.st_size - read
+        found["lag_seconds"] = max(0.0, now - info.st_mtime)
+    return found
+
+
+__all__ = ["project_status", "read_meta", "recent_sessions"]

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from lookback.errors import LookbackError, UserError
 
 COMMANDS = ("index", "status", "reindex", "retrieve", "search", "serve", "watch", "worker",
-            "context", "hook", "install", "owner")
+            "context", "hook", "install", "owner", "mcp", "doctor")
 
 
 def build_parser() -> argparse.ArgumentParser:

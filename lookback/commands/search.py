@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("text", help="what to look for")
     parser.add_argument("--session-file",
                         help="the session file, Pi or Claude Code (names project and session)")
-    parser.add_argument("--project", help="project folder name or cwd (with --session-id)")
+    parser.add_argument("--project", help="project folder name or cwd (with --session-id; "
+                        "alone: its most recently active session)")
     parser.add_argument("--session-id", help="session id (with --project)")
     parser.add_argument("--scope", choices=("branch", "session", "project"), default="branch")
     parser.add_argument("--leaf-id", help="the branch's leaf (default: the session's last entry)")

@@ -227,7 +227,7 @@ class ReaderApp:
         self.manifests.submit(lambda: self.manifests.store.add(record))
 
     def search(self, body: dict, grant: frozenset[str] | None) -> Reply:
-        session_names(body)
+        session_names(body, project_alone=True)  # a project alone: its latest session
         ref = self._authorize(body, grant)
         freshness.refresh(self.freshness, body)  # the live leaf is searchable too
         response = self.call(self.engine.search, pinned(body, ref), settings=self.settings,

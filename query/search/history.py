@@ -4,20 +4,33 @@ Same term extraction, searches, verification and ranking as automatic retrieval,
 but the caller chooses the scope: ``branch`` (default: the current branch, live
 context included), ``session`` (every branch of the session) or ``project`` (every
 session of the project). Automatic retrieval never widens its scope; only this
-explicit call does. Results still pass the provider's privacy policy, since a tool
+explicit call does. A request naming only a project searches from its most recently
+updated session. Results still pass the provider's privacy policy, since a tool
 result reaches the model too.
+
+``source`` reads one entry whole, and on request its neighbours on the branch: the
+entries before it (its ancestors) and after it (on the session's current branch when
+it lies there, else along its latest continuation), each through the same gate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apsw
 from lookback.index.store import IndexUnavailable
+from lookback.index.tree import branch as leaf_branch
 from lookback.index.tree import leaf_of
 from lookback.query.context.evidence import excerpt
 from lookback.query.privacy.policy import PrivacyPolicy
-from lookback.query.search.candidates import Scope, entries_for, load_texts, source_entry
+from lookback.query.search.candidates import (
+    Scope,
+    Source,
+    entries_for,
+    load_texts,
+    source_entry,
+)
 from lookback.query.search.diagnostics import Diagnostics
 from lookback.query.search.ranking import Ranked
 from lookback.query.search.reader import IndexReader, NotIndexed, SessionView
@@ -40,6 +53,10 @@ from lookback.query.text.terms import extract_terms
 
 SCOPES = ("branch", "session", "project")
 DEFAULT_RESULTS = 20
+#: Most neighbours ``source`` returns on each side of the entry, and the characters
+#: quoted of the entry and of each neighbour.
+MAX_NEIGHBOURS = 20
+SOURCE_CHARS, NEIGHBOUR_CHARS = 20_000, 4_000
 
 
 class HistorySearch:
@@ -49,7 +66,8 @@ class HistorySearch:
 
     def search(self, request: Any) -> dict[str, Any]:
         text, scope_name, limit = _search_fields(request)
-        names, leaf_id = session_names(request), optional_text(request, "leaf_id")
+        names = session_names(request, project_alone=True)
+        leaf_id = optional_text(request, "leaf_id")
         branch_ids, provider = _branch_ids(request), optional_text(request, "provider")
         searched = Searched.of(extract_terms(text))
         terms = searched.terms
@@ -112,9 +130,12 @@ class HistorySearch:
         if entry_id is None:
             raise RequestError("give entry_id and the session (session_file, or project "
                                "and session_id)")
+        before, after = _neighbour_count(request, "before"), _neighbour_count(request, "after")
         try:
             with self.reader.session(**names.as_dict()) as view:
                 row = source_entry(view.connection, view.session_id, entry_id)
+                earlier, later = ([], []) if row is None or not (before or after) else \
+                    self._neighbours(view, entry_id, before, after)
         except (NotIndexed, OSError):
             return {"status": "not-indexed"}
         except IndexUnavailable as error:
@@ -123,12 +144,76 @@ class HistorySearch:
             return {"status": "disabled", "warnings": [f"index unreadable: {type(error).__name__}"]}
         if row is None:
             return {"status": "not-found"}
-        entry = {"entry_id": row.entry_id, "session_id": row.session_id, "type": row.type,
-                 "role": row.role, "timestamp": row.timestamp,
-                 "excerpt": excerpt(row.text, 0, 20_000)}
-        shown, excluded = self.policy.apply([entry], provider, [row.text])
-        return {"status": "ok" if shown else "withheld", "entry": shown[0] if shown else None,
-                "excluded": excluded}
+        rows = [*earlier, row, *later]
+        entries = [{"entry_id": r.entry_id, "session_id": r.session_id, "type": r.type,
+                    "role": r.role, "timestamp": r.timestamp,
+                    "excerpt": excerpt(r.text, 0, SOURCE_CHARS if r is row else NEIGHBOUR_CHARS)}
+                   for r in rows]
+        # One gate call: each row judged on its whole text, withheld ones listed (no text).
+        shown, excluded = self.policy.apply(entries, provider, [r.text for r in rows])
+        # Shown items are the gate's copies (classification added); ids are unique in a session.
+        kept = {item["entry_id"]: item for item in shown}
+        own = kept.get(row.entry_id)
+        answer: dict[str, Any] = {"status": "ok" if own else "withheld", "entry": own,
+                                  "excluded": excluded}
+        if before or after:
+            answer["before"] = [kept[r.entry_id] for r in earlier if r.entry_id in kept]
+            answer["after"] = [kept[r.entry_id] for r in later if r.entry_id in kept]
+        return answer
+
+    def _neighbours(self, view: SessionView, entry_id: str, before: int,
+                    after: int) -> tuple[list[Source], list[Source]]:
+        """Up to ``before`` entries with text ahead of ``entry_id`` on its branch and up
+        to ``after`` following it, in session order; summaries are left out."""
+        connection, session_id = view.connection, view.session_id
+        path = [e.entry_id for e in leaf_branch(connection, session_id, entry_id)]
+        ahead = _with_text(connection, session_id, reversed(path[:-1]), before)[::-1]
+        leaf = leaf_of(connection, session_id)
+        current = [e.entry_id for e in self.reader.branch(connection, view.path, session_id,
+                                                          leaf)] if leaf else []
+        if entry_id in current:
+            following: Iterator[str] = iter(current[current.index(entry_id) + 1:])
+        else:
+            following = _latest_continuation(connection, session_id, entry_id)
+        return ahead, _with_text(connection, session_id, following, after)
+
+
+def _neighbour_count(request: dict[str, Any], key: str) -> int:
+    value = request.get(key, 0)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_NEIGHBOURS:
+        raise RequestError(f"{key} must be an integer between 0 and {MAX_NEIGHBOURS}")
+    return value
+
+
+def _with_text(connection: apsw.Connection, session_id: str, ids: Iterable[str],
+               limit: int) -> list[Source]:
+    """The first ``limit`` of ``ids`` that have text and may be evidence."""
+    found: list[Source] = []
+    for entry_id in ids:
+        if len(found) >= limit:
+            break
+        row = source_entry(connection, session_id, entry_id)
+        if row is not None and row.text and row.type not in INELIGIBLE_WITH_TEXT:
+            found.append(row)
+    return found
+
+
+def _latest_continuation(connection: apsw.Connection, session_id: str,
+                         entry_id: str) -> Iterator[str]:
+    """From ``entry_id`` down its most recently appended child, then that one's, ..."""
+    seen = {entry_id}
+    current = entry_id
+    while True:
+        row = connection.execute(
+            "SELECT entry_id FROM entries WHERE session_id = ? AND parent_id = ?"
+            " ORDER BY seq DESC LIMIT 1", (session_id, current)).fetchone()
+        if row is None or row[0] in seen:  # a cycle in a damaged file ends the walk
+            return
+        current = row[0]
+        seen.add(current)
+        yield current
 
 
 def _search_fields(request: Any) -> tuple[str, str, int]:

@@ -68,8 +68,16 @@ class SessionRef:
     path, when the request named one)."""
 
     project: ProjectDir
-    session_id: str
+    session_id: str | None  # None: the project's latest session, found when it is opened
     file: str | None = None
+
+
+def _latest_session(connection: apsw.Connection) -> str:
+    row = connection.execute("SELECT session_id FROM sessions"
+                             " ORDER BY updated_at DESC, rowid DESC LIMIT 1").fetchone()
+    if row is None:
+        raise NotIndexed("the project has no indexed session")
+    return row[0]
 
 
 class IndexReader:
@@ -95,7 +103,8 @@ class IndexReader:
 
     def resolve(self, *, session_file: str | None = None, project: str | None = None,
                 session_id: str | None = None) -> SessionRef:
-        """The project and session a request names (NotIndexed when unknown)."""
+        """The project and session a request names (NotIndexed when unknown); a project
+        alone names its most recently updated session (``session`` finds which)."""
         if session_file:
             # Resolved once: the caller authorizes this ref and hands it on (``file`` is
             # the real path), so a symlink repointed later cannot change what is read.
@@ -106,7 +115,7 @@ class IndexReader:
                 found = project_dir(self.home, cwd, self.namespace)
                 self._project_dirs.put(cwd, found)
             return SessionRef(found, session_id or header_session, real)
-        if project and session_id:
+        if project:
             try:
                 return SessionRef(find_project(self.home, project, self.namespace), session_id)
             except LookupError:
@@ -156,7 +165,7 @@ class IndexReader:
             session_file=session_file, project=project, session_id=session_id))
         path = self._index_path(ref.project)
         with self.pool.connection(ref.project.name, path) as connection, connection:
-            yield SessionView(connection, path, ref.session_id)
+            yield SessionView(connection, path, ref.session_id or _latest_session(connection))
 
     def _index_path(self, project: ProjectDir) -> Path:
         path = self._out_of_files_retry(project.index_path)

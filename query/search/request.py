@@ -104,16 +104,18 @@ def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
                      if isinstance(child, dict | list))
 
 
-def session_names(data: Any) -> SessionNames:
+def session_names(data: Any, *, project_alone: bool = False) -> SessionNames:
     """The session a request names, validated: strings without NUL bytes or lone
-    surrogates, an absolute ``session_file``, or both ``project`` and ``session_id``."""
+    surrogates, an absolute ``session_file``, or both ``project`` and ``session_id``
+    (with ``project_alone``, a project is enough: its latest session, as history
+    search allows)."""
     if not isinstance(data, dict):
         raise RequestError("the request must be a JSON object")
     session_file = optional_text(data, "session_file")
     if session_file is not None and not os.path.isabs(session_file):
         raise RequestError("session_file must be an absolute path")
     project, session_id = optional_text(data, "project"), optional_text(data, "session_id")
-    if session_file is None and not (project and session_id):
+    if session_file is None and not (project and (session_id or project_alone)):
         raise RequestError("name the session: session_file, or project and session_id")
     return SessionNames(session_file, project, session_id)
 

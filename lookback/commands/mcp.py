@@ -1,0 +1,59 @@
+"""``lookback mcp``: the history tools for MCP clients (see ``lookback.mcp``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from lookback.commands.common import load
+
+#: Where ``lookback mcp --http`` listens by default: beside ``lookback serve``'s port.
+DEFAULT_HTTP_PORT_OFFSET = 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "mcp", help="MCP server: history_search, history_read, lookback_status",
+        description="Serve Lookback's history tools to MCP clients (Claude Code, Pi, Codex), "
+                    "on stdio (the client starts it) or streamable HTTP at /mcp behind the "
+                    "reader's tokens and guards. Needs pip install 'pi-lookback[mcp]'.")
+    parser.add_argument("--http", action="store_true",
+                        help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--host", help="with --http: address (default: server.host)")
+    parser.add_argument("--port", type=int,
+                        help="with --http: port (default: server.port + 1, 8766)")
+    parser.add_argument("--provider", help="the model provider this client's results are "
+                        "for (the privacy policy decides what it may see; default: an "
+                        "unnamed remote provider). HTTP clients may also name it in the "
+                        "URL: /mcp?provider=anthropic")
+    parser.add_argument("--project", help="stdio: the project a call without a session "
+                        "means (default: the current folder)")
+    parser.add_argument("--quiet", action="store_true", help="no per-call log lines")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lookback.mcp import require_sdk
+
+    require_sdk()
+    from lookback import mcp_server as mcp
+
+    settings = load(args)
+    # stdout is the protocol on stdio: every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(message)s")
+    if not args.http:
+        mcp.run_stdio(settings, provider=args.provider, project=args.project or os.getcwd())
+        return 0
+    host = args.host or settings.server.host
+    port = args.port if args.port is not None else settings.server.port + DEFAULT_HTTP_PORT_OFFSET
+
+    def listening(bound_host: str, bound_port: int) -> None:
+        logging.getLogger("lookback.mcp").warning(json.dumps(
+            {"event": "listening", "url": f"http://{bound_host}:{bound_port}/mcp"}))
+
+    mcp.run_http(settings, host=host, port=port, provider=args.provider, on_listening=listening)
+    return 0

@@ -1,0 +1,208 @@
+"""The MCP SDK side of ``lookback mcp``: the ``MCPServer`` with the three tools of
+``lookback.mcp.HistoryTools``, and its stdio and streamable HTTP transports.
+
+Imported only when ``lookback mcp`` runs (the SDK is the optional ``mcp`` extra). No
+``from __future__ import annotations`` here: the SDK reads the tools' signatures
+(``Annotated`` types with their JSON-schema descriptions) at registration.
+"""
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+from urllib.parse import parse_qs
+
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from lookback.mcp import (
+    DEFAULT_LIMIT,
+    DEFAULT_NEIGHBOURS,
+    INSTRUCTIONS,
+    MAX_LIMIT,
+    MAX_NEIGHBOURS,
+    READ_DESCRIPTION,
+    SEARCH_DESCRIPTION,
+    SERVER_NAME,
+    STATUS_DESCRIPTION,
+    GuardedApp,
+    HistoryTools,
+    ToolRefused,
+)
+from lookback.server.app import ReaderApp
+from lookback.server.auth import check_binding
+from lookback.settings import Settings
+
+log = logging.getLogger("lookback.mcp")
+
+
+def build_server(tools: HistoryTools,
+                 authorization_of: Callable[[Any], str | None]) -> Any:
+    """An ``MCPServer`` with the three tools; ``authorization_of(context)`` gives the
+    ``Authorization`` header of the call (from the HTTP request, or the stdio token)."""
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_version(),
+                       log_level="WARNING")
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False,
+                                idempotent_hint=True, open_world_hint=False)
+
+    def answer(call: Callable[[], str]) -> str:
+        started = time.perf_counter()
+        try:
+            text = call()
+        except ToolRefused as refused:
+            log.info(json.dumps({"event": "mcp-tool", "outcome": "refused"}))
+            raise ToolError(str(refused)) from None
+        log.info(json.dumps({"event": "mcp-tool", "outcome": "ok", "chars": len(text),
+                             "ms": round((time.perf_counter() - started) * 1000, 2)}))
+        return text
+
+    session_file_field = Field(description=(
+        "absolute path of the session file (names its project and session)"))
+    project_field = Field(description=(
+        "the project: its folder's absolute path (the session's working directory) or "
+        "Lookback's project name; default: the folder this server was started in"))
+
+    @server.tool(name="history_search", description=SEARCH_DESCRIPTION, annotations=read_only,
+                 structured_output=False)
+    def history_search(
+        query: Annotated[str, Field(description="what to look for: identifiers, phrases, "
+                                    "words", min_length=1, max_length=20_000)],
+        ctx: Context,
+        scope: Annotated[Literal["branch", "session", "project"], Field(
+            description="branch: the session's current branch; session: every branch; "
+                        "project: every session of the project")] = "branch",
+        session_file: Annotated[str | None, session_file_field] = None,
+        project: Annotated[str | None, project_field] = None,
+        session_id: Annotated[str | None, Field(description=(
+            "the session's id, with project"))] = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT,
+                                    description="most results")] = DEFAULT_LIMIT,
+    ) -> str:
+        return answer(lambda: tools.search(
+            authorization_of(ctx), query=query, scope=scope, session_file=session_file,
+            project=project, session_id=session_id, limit=limit,
+            provider=_provider_of(ctx)))
+
+    @server.tool(name="history_read", description=READ_DESCRIPTION, annotations=read_only,
+                 structured_output=False)
+    def history_read(
+        entry_id: Annotated[str, Field(description="the entry's id (Source entry of a "
+                                       "result)", min_length=1, max_length=200)],
+        ctx: Context,
+        session_id: Annotated[str | None, Field(description=(
+            "the entry's session id (from the result's envelope)"))] = None,
+        session_file: Annotated[str | None, session_file_field] = None,
+        project: Annotated[str | None, project_field] = None,
+        before: Annotated[int, Field(ge=0, le=MAX_NEIGHBOURS, description=(
+            "entries before it on its branch"))] = DEFAULT_NEIGHBOURS,
+        after: Annotated[int, Field(ge=0, le=MAX_NEIGHBOURS, description=(
+            "entries after it"))] = DEFAULT_NEIGHBOURS,
+    ) -> str:
+        return answer(lambda: tools.read(
+            authorization_of(ctx), entry_id=entry_id, session_id=session_id,
+            session_file=session_file, project=project, before=before, after=after,
+            provider=_provider_of(ctx)))
+
+    @server.tool(name="lookback_status", description=STATUS_DESCRIPTION,
+                 annotations=read_only, structured_output=False)
+    def lookback_status(ctx: Context) -> str:
+        return answer(lambda: tools.status(authorization_of(ctx)))
+
+    return server
+
+
+def _request_of(ctx: Any) -> Any:
+    try:
+        return ctx.request_context.request
+    except (AttributeError, ValueError):
+        return None
+
+
+def _provider_of(ctx: Any) -> str | None:
+    """The provider an HTTP client's URL names (``/mcp?provider=anthropic``), else None
+    (the server's own)."""
+    request = _request_of(ctx)
+    query = getattr(getattr(request, "url", None), "query", "") or ""
+    values = parse_qs(query).get("provider") or []
+    return values[0] if values and values[0] else None
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("pi-lookback")
+    except Exception:
+        return "0"
+
+
+# ---------------------------------------------------------------------------------------------
+# Transports
+
+
+def stdio_authorization() -> str | None:
+    token = os.environ.get("LOOKBACK_TOKEN", "").strip()
+    return f"Bearer {token}" if token else None
+
+
+def run_stdio(settings: Settings, *, provider: str | None, project: str | None) -> None:
+    """Serve the tools on stdin/stdout until the client closes them."""
+    app = ReaderApp(settings)
+    try:
+        tools = HistoryTools(app, provider=provider, default_project=project)
+        authorization = stdio_authorization()
+        build_server(tools, lambda ctx: authorization).run("stdio")
+    finally:
+        app.close()
+
+
+def http_app(settings: Settings, *, provider: str | None = None,
+             reader_app: ReaderApp | None = None) -> tuple[Any, ReaderApp]:
+    """(the guarded ASGI app serving ``/mcp``, the ReaderApp answering it)."""
+    app = reader_app or ReaderApp(settings)
+    tools = HistoryTools(app, provider=provider)
+
+    def authorization_of(ctx: Any) -> str | None:
+        request = _request_of(ctx)
+        headers = getattr(request, "headers", None)
+        return headers.get("authorization") if headers is not None else None
+
+    server = build_server(tools, authorization_of)
+    inner = server.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True,
+        max_request_body_size=settings.server.max_request_bytes,
+        # The reader's guard (wrapped around this app) checks Host and Origin instead.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    return GuardedApp(inner, app), app
+
+
+def run_http(settings: Settings, *, host: str, port: int, provider: str | None,
+             on_listening: Callable[[str, int], None] | None = None) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted."""
+    app_asgi, app = http_app(settings, provider=provider)
+    check_binding(host, app.grants)
+    config = uvicorn.Config(app_asgi, host=host, port=port, log_level="warning",
+                            access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    if on_listening is not None:
+        original = server.startup
+
+        async def startup(sockets: Any = None) -> None:
+            await original(sockets=sockets)
+            bound = server.servers[0].sockets[0].getsockname() if server.servers else (host, port)
+            on_listening(bound[0], bound[1])
+
+        server.startup = startup  # type: ignore[method-assign]
+    try:
+        server.run()
+    finally:
+        app.close()
+
+
+__all__ = ["build_server", "http_app", "run_http", "run_stdio"]

@@ -1,0 +1,121 @@
+"""Two indexed projects (copies of the compacted e2e session under different cwds), and a
+way to start the real ``lookback mcp --http`` on a free port."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.server.conftest import write_session
+from tests.support import index_paths
+
+SESSION_ID = "0193f7a2-5c1e-7b3a-9d4e-2f6a8c0b1d3e"
+#: The early turn the fixture's compaction removed from the model's context.
+EARLY_USER_TEXT = "get messages(): Message[]; not AppMessage with our extension?"
+TOKEN_A, TOKEN_B = "token-for-project-a", "token-for-project-b"
+LOOKBACK = [sys.executable, "-m", "lookback.cli"]
+
+
+@dataclass
+class Projects:
+    home: Path
+    cwd_a: Path
+    cwd_b: Path
+    file_a: Path
+    file_b: Path
+
+
+def unique_session(source: Path, target: Path, session_id: str) -> Path:
+    """A copy of ``source`` with another session id (project B's own session)."""
+    lines = source.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    header["id"] = session_id
+    target.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
+    return target
+
+
+def make_projects(tmp_path: Path, home: Path) -> Projects:
+    cwd_a, cwd_b = tmp_path / "alpha", tmp_path / "beta"
+    cwd_a.mkdir()
+    cwd_b.mkdir()
+    file_a = write_session(tmp_path / "sessions-a", cwd_a)
+    file_b = write_session(tmp_path / "sessions-b", cwd_b)
+    unique_session(file_b, file_b, "0193f7a2-0000-7b3a-9d4e-2f6a8c0b1d3e")
+    report = index_paths(home, file_a, file_b)
+    assert report.read.entries == 14
+    return Projects(home, cwd_a, cwd_b, file_a, file_b)
+
+
+@pytest.fixture
+def projects(tmp_path: Path, home: Path) -> Projects:
+    return make_projects(tmp_path, home)
+
+
+@pytest.fixture(scope="module")
+def shared_projects(tmp_path_factory: pytest.TempPathFactory) -> Projects:
+    """The same two projects, once per module, for tests that only read them."""
+    root = tmp_path_factory.mktemp("mcp")
+    (root / "home").mkdir()
+    return make_projects(root, root / "home")
+
+
+def write_config(home: Path, text: str) -> Path:
+    config = home / "config.toml"
+    config.write_text(text, encoding="utf-8")
+    return config
+
+
+def environment(home: Path, **extra: str) -> dict[str, str]:
+    """The machine's environment without its Lookback settings, pointed at ``home``; the
+    background tailer is off (nothing else writes these sessions)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LOOKBACK_")}
+    base.update(LOOKBACK_HOME=str(home), LOOKBACK_CONFIG=str(home / "config.toml"),
+                LOOKBACK_FRESHNESS__TAIL="false", LOOKBACK_SESSIONS_DIR=str(home / "none"))
+    base.update(extra)
+    return base
+
+
+@pytest.fixture(scope="module")
+def mcp_http(shared_projects: Projects) -> Iterator[str]:
+    """``lookback mcp --http`` with token A granted project A, token B project B."""
+    projects = shared_projects
+    write_config(projects.home, "[server.tokens]\n"
+                 f'"{TOKEN_A}" = ["{projects.cwd_a}"]\n"{TOKEN_B}" = ["{projects.cwd_b}"]\n')
+    with http_server(environment(projects.home)) as url:
+        yield url
+
+
+class http_server:  # noqa: N801 (a context manager used like a function)
+    """Run ``lookback mcp --http --port 0``; the ``with`` value is its /mcp URL."""
+
+    def __init__(self, env: dict[str, str], *flags: str) -> None:
+        self.command = [*LOOKBACK, "mcp", "--http", "--port", "0", "--quiet", *flags]
+        self.env = env
+
+    def __enter__(self) -> str:
+        self.process = subprocess.Popen(self.command, env=self.env, stderr=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, text=True,
+                                        cwd=Path(__file__).resolve().parents[2])
+        seen = []
+        assert self.process.stderr is not None
+        for line in self.process.stderr:  # the listening line comes once it is bound
+            seen.append(line)
+            if '"listening"' in line:
+                return json.loads(line)["url"]
+        self.process.wait()
+        raise AssertionError(f"lookback mcp --http exited: {''.join(seen)[-2000:]}")
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

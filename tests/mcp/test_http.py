@@ -1,0 +1,93 @@
+"""``lookback mcp --http``, the real process: the reader's bearer tokens, Host/Origin guard
+and project grants decide who reads what, and one token's client never receives another
+project's evidence."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from .conftest import (
+    EARLY_USER_TEXT,
+    SESSION_ID,
+    TOKEN_A,
+    TOKEN_B,
+    environment,
+    http_server,
+    write_config,
+)
+
+REFUSED = "refused: this client is not granted that project or session, or it is not indexed"
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "test", "version": "1"}}}
+ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+def calls(url: str, token: str | None, *requests: tuple[str, dict]) -> list[tuple[bool, str]]:
+    async def run() -> list[tuple[bool, str]]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with httpx2.AsyncClient(headers=headers) as http, \
+                Client(streamable_http_client(url, http_client=http)) as client:
+            found = []
+            for name, arguments in requests:
+                result = await client.call_tool(name, arguments)
+                found.append((bool(result.is_error), "".join(c.text for c in result.content)))
+            return found
+    return asyncio.run(run())
+
+
+def test_a_token_reads_its_own_project(mcp_http, shared_projects):
+    projects = shared_projects
+    (failed, text), = calls(mcp_http, TOKEN_A, ("history_search", {
+        "query": "AppMessage[]", "project": str(projects.cwd_a), "scope": "project"}))
+    assert not failed and EARLY_USER_TEXT.split(";")[0] in text
+    assert f"(session {SESSION_ID})" in text
+
+
+def test_another_tokens_project_is_refused_and_nothing_of_it_arrives(mcp_http, shared_projects):
+    projects = shared_projects
+    answers = calls(mcp_http, TOKEN_B,
+                    ("history_search", {"query": "AppMessage[]", "project": str(projects.cwd_a),
+                                        "scope": "project"}),
+                    ("history_search", {"query": "AppMessage[]",
+                                        "session_file": str(projects.file_a)}),
+                    ("history_read", {"entry_id": "a1000001", "session_id": SESSION_ID,
+                                      "project": str(projects.cwd_a)}),
+                    ("history_search", {"query": "AppMessage[]",
+                                        "project": str(projects.home / "unknown")}),
+                    ("lookback_status", {}))
+    for failed, text in answers[:4]:
+        assert failed and text.endswith(REFUSED)  # unknown and not granted read the same
+        assert SESSION_ID not in text and "AppMessage" not in text
+    failed, status = answers[4]
+    assert not failed and status.startswith("1 indexed project") and str(projects.cwd_b) in status
+    assert str(projects.cwd_a) not in status and SESSION_ID not in status
+
+
+def test_no_token_or_a_wrong_one_gets_401_before_the_mcp_session(mcp_http):
+    for headers in ({}, {"authorization": "Bearer not-a-token-at-all"}):
+        answer = httpx2.post(mcp_http, json=INITIALIZE, headers={**ACCEPT, **headers})
+        assert answer.status_code == 401 and answer.json()["error"]["code"] == "unauthorized"
+
+
+def test_a_web_page_is_refused_by_the_origin_guard(mcp_http):
+    answer = httpx2.post(mcp_http, json=INITIALIZE, headers={
+        **ACCEPT, "authorization": f"Bearer {TOKEN_A}", "origin": "http://evil.example"})
+    assert answer.status_code == 403 and answer.json()["error"]["code"] == "forbidden-origin"
+    answer = httpx2.post(mcp_http, json=INITIALIZE,
+                         headers={**ACCEPT, "authorization": f"Bearer {TOKEN_A}"})
+    assert answer.status_code == 200 and answer.json()["result"]["serverInfo"]["name"] == "lookback"
+
+
+def test_without_tokens_a_foreign_host_is_refused(projects):
+    write_config(projects.home, "")
+    with http_server(environment(projects.home)) as url:
+        answer = httpx2.post(url, json=INITIALIZE, headers={**ACCEPT, "host": "evil.example"})
+        assert answer.status_code == 403 and answer.json()["error"]["code"] == "forbidden-host"
+        (failed, text), = calls(url, None, ("history_search", {
+            "query": "AppMessage[]", "project": str(projects.cwd_b), "scope": "project"}))
+        assert not failed and "0193f7a2-0000-7b3a-9d4e-2f6a8c0b1d3e" in text

@@ -1,0 +1,120 @@
+"""The MCP tools through the SDK's own client, in process: their schemas, the evidence
+they quote, the neighbours history_read adds, and the privacy gate on every text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from lookback.mcp import HistoryTools
+from lookback.mcp_server import build_server
+from lookback.server import ReaderApp
+from tests.server.conftest import settings_for
+from tests.server.test_freshness import entry_line
+
+from .conftest import EARLY_USER_TEXT, SESSION_ID, Projects
+
+SECRET = "the deploy key is -----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n"
+
+
+@pytest.fixture
+def app(projects: Projects) -> Iterator[ReaderApp]:
+    reader_app = ReaderApp(settings_for(projects.home, freshness__tail=False))
+    yield reader_app
+    reader_app.close()
+
+
+def call(server: Any, name: str, arguments: dict) -> tuple[bool, str]:
+    async def run() -> tuple[bool, str]:
+        async with Client(server) as client:
+            result = await client.call_tool(name, arguments)
+            return bool(result.is_error), "".join(c.text for c in result.content)
+    return asyncio.run(run())
+
+
+def server_for(app: ReaderApp, projects: Projects, provider: str | None = None) -> Any:
+    tools = HistoryTools(app, provider=provider, default_project=str(projects.cwd_a))
+    return build_server(tools, lambda ctx: None)
+
+
+def test_three_tools_with_schemas_and_descriptions(app, projects):
+    async def listed() -> dict:
+        async with Client(server_for(app, projects)) as client:
+            return {t.name: t for t in (await client.list_tools()).tools}
+    tools = asyncio.run(listed())
+    assert set(tools) == {"history_search", "history_read", "lookback_status"}
+    search = tools["history_search"].input_schema
+    assert search["required"] == ["query"]
+    assert search["properties"]["scope"]["enum"] == ["branch", "session", "project"]
+    assert search["properties"]["limit"]["maximum"] == 50
+    assert tools["history_read"].input_schema["required"] == ["entry_id"]
+    for tool in tools.values():
+        assert len(tool.description) > 60 and tool.annotations.read_only_hint is True
+
+
+def test_search_quotes_the_compacted_turn_in_an_evidence_envelope(app, projects):
+    failed, text = call(server_for(app, projects), "history_search",
+                        {"query": "AppMessage[]", "scope": "project"})
+    assert not failed
+    assert text.startswith("2 results (project scope).")
+    assert f"Source entry: a1000001 (session {SESSION_ID})" in text
+    assert f"Quoted content JSON: {json.dumps(EARLY_USER_TEXT)}" in text
+    assert text.count("[DS4 HISTORICAL EVIDENCE") == text.count("[END DS4 HISTORICAL EVIDENCE]")
+
+
+def test_search_by_session_file_and_branch_scope(app, projects):
+    failed, text = call(server_for(app, projects), "history_search",
+                        {"query": "AppMessage[]", "session_file": str(projects.file_b)})
+    assert not failed and "(branch scope)" in text
+    assert "0193f7a2-0000-7b3a-9d4e-2f6a8c0b1d3e" in text  # project B's session, not A's
+    assert SESSION_ID not in text
+
+
+def test_read_gives_the_entry_and_its_neighbours_in_order(app, projects):
+    failed, text = call(server_for(app, projects), "history_read",
+                        {"entry_id": "a1000002", "session_id": SESSION_ID, "before": 1,
+                         "after": 2})
+    assert not failed
+    ids = [line.split()[2] for line in text.splitlines() if line.startswith("Source entry:")]
+    assert ids == ["a1000001", "a1000002", "a1000003", "a1000004"]
+    assert "Reason: read by id: the entry asked for" in text
+
+
+def test_unknown_project_and_session_are_refused_or_not_indexed(app, projects):
+    server = server_for(app, projects)
+    failed, text = call(server, "history_search",
+                        {"query": "AppMessage", "project": str(projects.home / "nowhere")})
+    assert "Not indexed" in text or failed
+    failed, text = call(server, "history_read", {"entry_id": "a1000002"})
+    assert failed and "session_id" in text
+
+
+def test_every_tool_text_passes_the_privacy_gate(app, projects):
+    with open(projects.file_a, "a", encoding="utf-8") as handle:
+        handle.write(entry_line("a1000008", "a1000007", SECRET))
+    remote = server_for(app, projects)  # no provider: the remote default policy
+    for name, arguments in [
+        ("history_search", {"query": "deploy key", "scope": "project"}),
+        ("history_read", {"entry_id": "a1000008", "session_id": SESSION_ID}),
+        ("history_read", {"entry_id": "a1000007", "session_id": SESSION_ID, "after": 3}),
+    ]:
+        failed, text = call(remote, name, {**arguments, "session_file": str(projects.file_a)})
+        assert not failed, text
+        assert "MIIEowIBAAKCAQEA7" not in text and "withheld by the privacy policy" in text
+    local = server_for(app, projects, provider="ollama")
+    failed, text = call(local, "history_search",
+                        {"query": "deploy key", "session_file": str(projects.file_a)})
+    assert not failed and "MIIEowIBAAKCAQEA7" in text
+
+
+def test_status_lists_projects_sessions_and_lag(app, projects):
+    failed, text = call(server_for(app, projects), "lookback_status", {})
+    assert not failed
+    assert text.startswith("2 indexed projects (embedded mode).")
+    assert f"cwd {projects.cwd_a}, 1 sessions, 7 entries" in text
+    assert f"session {SESSION_ID}: 7 entries, up to date" in text
