@@ -75,8 +75,7 @@ class HistorySearch:
             return {"status": "no-query", "query": {}, "results": [], "excluded": []}
         try:
             with self.reader.session(**names.as_dict()) as view:
-                chosen, on_branch = self._ranked(view, searched, scope_name, limit, leaf_id,
-                                                 branch_ids)
+                chosen = self._ranked(view, searched, scope_name, limit, leaf_id, branch_ids)
         except (NotIndexed, OSError):
             return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
                     "excluded": []}
@@ -86,7 +85,7 @@ class HistorySearch:
         except apsw.Error as error:  # a corrupt index: say so, never raise
             return {"status": "disabled", "query": terms.by_kind(), "results": [],
                     "excluded": [], "warnings": [f"index unreadable: {type(error).__name__}"]}
-        results = [_result(item, on_branch) for item in chosen]
+        results = [_result(item) for item in chosen]
         # The gate judges each row on its whole text, not the 1,200-character excerpt.
         shown, excluded = self.policy.apply(results, provider,
                                             [item.row.text for item in chosen])
@@ -95,8 +94,13 @@ class HistorySearch:
 
     def _ranked(self, view: SessionView, searched: Searched, scope_name: str, limit: int,
                 leaf_id: str | None,
-                branch_ids: list[str] | None) -> tuple[list[Ranked], set[str]]:
-        """Search, verify, rank and deduplicate inside the open read transaction."""
+                branch_ids: list[str] | None) -> list[Ranked]:
+        """Search, verify, rank and deduplicate inside the open read transaction.
+
+        Each item knows whether its row is on the caller's branch (the session's
+        own entries on it, by session and entry id: ids repeat across sessions); its
+        "active branch" reason and the result's ``on_branch`` both come from that.
+        """
         connection = view.connection
         if branch_ids is not None:  # the client's own branch (Pi's getBranch()) is authoritative
             scope, on_branch = _given_branch(connection, view.session_id, scope_name,
@@ -105,10 +109,13 @@ class HistorySearch:
             scope, on_branch = self._scope(connection, view.path, view.session_id, scope_name,
                                            leaf_id)
         rows, fts_hits = find_candidates(connection, searched, scope, 4 * limit, 8 * limit)
-        ranked = verify_and_rank(rows, searched, None, fts_hits, Diagnostics())
+        session_id = view.session_id
+        ranked = verify_and_rank(
+            rows, searched, None, fts_hits, Diagnostics(),
+            on_branch=lambda row: row.session_id == session_id and row.entry_id in on_branch)
         chosen = deduplicate(ranked)[:limit]
         load_texts(connection, (item.row for item in chosen))
-        return chosen, on_branch
+        return chosen
 
     def _scope(self, connection: apsw.Connection, path: Any, session_id: str, scope: str,
                leaf_id: str | None) -> tuple[Scope, set[str]]:
@@ -248,10 +255,10 @@ def _given_branch(connection: apsw.Connection, session_id: str, scope_name: str,
     return Scope.of_rows(e.rowid for e in entries if e.type not in INELIGIBLE_WITH_TEXT), on_branch
 
 
-def _result(item: Any, on_branch: set[str]) -> dict[str, Any]:
+def _result(item: Ranked) -> dict[str, Any]:
     row = item.row
     first = first_position(row.text or "", item.matches)
     return {"entry_id": row.entry_id, "session_id": row.session_id, "role": row.role,
             "timestamp": row.timestamp, "tier": item.tier, "score": item.score,
-            "reasons": item.reasons, "on_branch": row.entry_id in on_branch,
+            "reasons": item.reasons, "on_branch": item.on_branch,
             "excerpt": excerpt(row.text or "", first, 1200)}

@@ -43,6 +43,8 @@ class Ranked:
     tier: str = "other"
     score: float = 0.0
     parts: list[tuple[str, float]] = field(default_factory=list)
+    #: The row is on the caller's branch: the one fact behind "active branch".
+    on_branch: bool = True
 
     def add(self, points: float, reason: str) -> None:
         if points:

@@ -363,35 +363,40 @@ def matches_of(row: Row, searched: Searched) -> list[Match]:
 
 
 def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[str] | None,
-                    fts_hits: int, diagnostics: Diagnostics) -> list[Ranked]:
+                    fts_hits: int, diagnostics: Diagnostics,
+                    on_branch: Callable[[Row], bool] | None = None) -> list[Ranked]:
     """Steps 7 (verification) and 8: keep rows with a verified match, score, order.
 
     ``allowed_ids`` None skips the defensive branch check (explicit project search).
+    ``on_branch`` says whether a row is on the caller's branch; None means every row
+    is (automatic retrieval searches nothing else). Each item keeps that fact, and
+    its "active branch" part comes from it, so a reason and the row cannot disagree.
     """
     ranked: list[Ranked] = []
     on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
     rejected_branch = len(rows) - len(on_scope)  # defensive: SQL already filtered
     unverified = 0
     # Many rows share their bits, so their matches and topic parts are computed once.
-    seen: dict[tuple[int, int], tuple[list[Match], tuple | None]] = {}
+    seen: dict[tuple[int, int, bool], tuple[list[Match], tuple | None]] = {}
     topics = []
     for row in on_scope:
-        bits = (row.phrases, row.literals)
+        branch = on_branch is None or on_branch(row)
+        bits = (row.phrases, row.literals, branch)
         found = seen.get(bits)
         if found is None:
             matches = matches_of(row, searched)
-            found = seen[bits] = (matches, topic_parts(matches, True) if matches else None)
+            found = seen[bits] = (matches, topic_parts(matches, branch) if matches else None)
         if found[1] is None:
             unverified += 1
             continue
-        ranked.append(Ranked(row, list(found[0])))
+        ranked.append(Ranked(row, list(found[0]), on_branch=branch))
         topics.append(found[1])
     if ranked:
         oldest = min(item.row.seq for item in ranked)
         newest = max(item.row.seq for item in ranked)
         for item, (tier, topic) in zip(ranked, topics, strict=True):
-            score(item, on_branch=True, fts_hits=fts_hits, oldest=oldest, newest=newest,
-                  static=(tier, [*topic, *row_parts(item.row)]))
+            score(item, on_branch=item.on_branch, fts_hits=fts_hits, oldest=oldest,
+                  newest=newest, static=(tier, [*topic, *row_parts(item.row)]))
     ranked.sort(key=sort_key)
     diagnostics.alternate_branch_candidates = rejected_branch
     diagnostics.unverified_rejected = unverified
