@@ -13,6 +13,8 @@ from lookback.index.layout import ProjectDir, project_dir
 from lookback.index.repair import check
 from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
 from lookback.index.store import IndexUnavailable, open_reader, read_meta
+from lookback.index.tokens import estimate_tokens
+from lookback.ingest.entries import MAX_TEXT_CHARS
 
 
 def applied_events(home: Path, cwd: str, namespace: str = "") -> int:
@@ -51,6 +53,10 @@ def _status(project: ProjectDir) -> dict[str, Any]:
         by_type = dict(connection.execute(
             "SELECT type, count(*) FROM entries GROUP BY type ORDER BY type").fetchall())
         meta = dict(connection.execute("SELECT key, value FROM meta").fetchall())
+        # ``tokens`` first: length() (which reads the text) runs only on the longest
+        cut = connection.execute(
+            "SELECT count(*) FROM entries WHERE tokens >= ? AND length(text) >= ?",
+            (estimate_tokens("x" * MAX_TEXT_CHARS), MAX_TEXT_CHARS)).fetchone()[0]
     finally:
         connection.close()
     size = sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal")
@@ -63,6 +69,7 @@ def _status(project: ProjectDir) -> dict[str, Any]:
         "sessions": sessions,
         "entries": entries,
         "entries_by_type": by_type,
+        "entries_cut": cut,  # text at the MAX_TEXT_CHARS limit: cut there when read
         "events_applied": int(meta.get("applied_seq") or 0),
         "last_indexed_at": last,
         "index_bytes": size,

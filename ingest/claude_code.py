@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from lookback.ingest.entries import MAX_TEXT_CHARS
+from lookback.ingest.entries import cap_text
 
 #: ``FileState.format`` of a Claude Code session file.
 FORMAT = "claude-code"
@@ -135,7 +135,7 @@ def _message_record(record: dict[str, Any], entry_type: str, message: dict[str, 
     content = message.get("content")
     results = isinstance(content, list) and any(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
-    text = _cap(content_text(content))
+    text = cap_text(content_text(content))
     record["type"] = "message"
     record["role"] = "toolResult" if results else entry_type
     if _never_evidence(obj, text):
@@ -212,5 +212,4 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _cap(text: str) -> str:
-    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS]
+

@@ -16,8 +16,10 @@ from lookback.ingest.storable import millis
 #: Entry types automatic retrieval may return; everything else is context, not evidence.
 ELIGIBLE_TYPES = frozenset({"message", "custom_message"})
 
-#: One entry's searchable text is cut here; the evidence excerpt is at most 6,000 chars.
+#: One entry's searchable text is cut here (its end is neither searchable nor shown;
+#: ``lookback status`` counts such entries); the evidence excerpt is at most 6,000 chars.
 MAX_TEXT_CHARS = 1_000_000
+
 
 def normalize_entry(raw: dict[str, Any], *, entry_id: str, parent_id: str | None,
                     seq: int) -> tuple[dict[str, Any], int]:
@@ -31,7 +33,7 @@ def normalize_entry(raw: dict[str, Any], *, entry_id: str, parent_id: str | None
     entry_type = raw_type if isinstance(raw_type, str) and raw_type else "unknown"
     message = raw.get("message") if entry_type == "message" else None
     role = _role(entry_type, message)
-    text = _cap(entry_text(raw))
+    text = cap_text(entry_text(raw))
     ts_ms, dropped = _timestamp_ms(raw, message)
     record: dict[str, Any] = {
         "id": entry_id,
@@ -160,5 +162,6 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _cap(text: str) -> str:
+def cap_text(text: str) -> str:
+    """``text`` cut at ``MAX_TEXT_CHARS`` (Pi's and Claude Code's entries alike)."""
     return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS]

@@ -124,6 +124,24 @@ def test_a_50_mb_line_is_skipped_with_a_warning(run, tmp_path):
     assert "skipped a line of 52,428," in err
 
 
+def test_status_counts_the_entries_whose_text_was_cut(run, tmp_path):
+    session = tmp_path / "long.jsonl"
+    header = json.dumps({"type": "session", "version": 3, "id": "long", "cwd": "/long",
+                         "timestamp": "2026-01-01T00:00:00Z"})
+    lines = [header] + [json.dumps({
+        "type": "message", "id": f"m{n}", "parentId": f"m{n - 1}" if n else None,
+        "timestamp": "t", "message": {"role": "user", "content": text}})
+        for n, text in enumerate(["x" * 1_200_000, "short one", "y" * 999_999])]
+    session.write_text("\n".join(lines) + "\n")
+    code, out, err = run("index", str(session))
+    assert code == 0, err
+    code, out, _ = run("status", "--json")
+    (project,) = json.loads(out)["projects"]
+    assert project["entries"] == 3 and project["entries_cut"] == 1
+    code, out, _ = run("status")
+    assert "entries cut" in out and "1,000,000 characters" in out
+
+
 def test_retrieve_reads_stdin_and_writes_json(run, monkeypatch, capsys):
     import io
 

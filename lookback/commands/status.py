@@ -9,6 +9,7 @@ from typing import Any
 from lookback.commands.common import load
 from lookback.index.layout import find_project, list_projects
 from lookback.index.status import project_status
+from lookback.ingest.entries import MAX_TEXT_CHARS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,6 +60,9 @@ def run(args: argparse.Namespace) -> int:
 
                 value = datetime.datetime.fromtimestamp(float(value)).isoformat(timespec="seconds")
             print(f"  {key.replace('_', ' '):<18} {value}")
+        if project.get("entries_cut"):
+            print(f"  {'entries cut':<18} {project['entries_cut']} (text longer than "
+                  f"{MAX_TEXT_CHARS:,} characters: the rest is not searchable)")
         if project.get("state") == "damaged":
             print(f"  {'problem':<18} {project['problem']}")
             print(f"  repair it with `{project['repair']}`")
