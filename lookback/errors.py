@@ -79,3 +79,12 @@ class Unavailable(LookbackError):
     exit_code = 1
     http_status = 503
     code = "unavailable"
+
+
+class ForeignProject(UserError):
+    """A write asked for on behalf of one project would go into another: the session
+    file's header names another project now (or it was indexed into another before).
+    Refused and counted, never written (see docs/reader-service.md, the threat model)."""
+
+    http_status = 403
+    code = "forbidden"

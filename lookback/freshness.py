@@ -32,12 +32,13 @@ import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lookback.index.layout import project_dir
+from lookback.errors import ForeignProject
+from lookback.index.layout import project_dir, project_key
 from lookback.index.paths import PathRegistry, forget_moved
 from lookback.index.project import ProjectWriter, WriterBusy
 from lookback.index.store import open_reader
@@ -75,7 +76,7 @@ MAX_OPEN_WRITERS = 8
 class Outcome:
     """What ``ensure`` found, for the answer's diagnostics (no paths, no text)."""
 
-    state: str  # fresh | indexed | pending | rewrite-pending | busy | missing | error
+    state: str  # fresh | indexed | pending | rewrite-pending | busy | missing | refused | error
     ms: float = 0.0
     entries: int = 0
 
@@ -93,6 +94,8 @@ class Outcome:
             return "index catching up with the session file; newest entries may be missing"
         if self.state == "busy":
             return "another writer holds the project index; newest entries may be missing"
+        if self.state == "refused":
+            return "the session file's header names another project now; nothing was indexed"
         return None
 
 
@@ -102,6 +105,9 @@ class _Job:
     done: threading.Event = field(default_factory=threading.Event)
     state: str = "pending"
     entries: int = 0
+    #: The projects the requests asking for this job were authorized for (empty: the
+    #: tailer's own job): the job writes only into that one project.
+    projects: set[str] = field(default_factory=set)
 
 
 class FreshnessEngine:
@@ -115,6 +121,7 @@ class FreshnessEngine:
         self.namespace = namespace
         self.max_line_bytes = max_line_bytes
         self.set_aside = 0  # events the index could not store (counted, never raised)
+        self.refused = 0  # jobs not run: the file names a project the asker was not granted
         self.paths = PathRegistry(self.home, namespace)  # which project holds each file
         self.config = config or FreshnessConfig()
         self.roots = [Path(root) for root in roots]
@@ -164,9 +171,13 @@ class FreshnessEngine:
 
     # -- requests ----------------------------------------------------------------------
 
-    def ensure(self, session_file: str, wait_ms: float | None = None) -> Outcome:
+    def ensure(self, session_file: str, wait_ms: float | None = None, *,
+               project: str | None = None) -> Outcome:
         """Index ``session_file`` if it changed since this process last did, waiting at
-        most ``wait_ms`` (default: the configured contract) for it."""
+        most ``wait_ms`` (default: the configured contract) for it.
+
+        ``project``: the project (folder name) the request was authorized for; the file
+        is then written only into it, and refused when its header names another."""
         started = time.perf_counter()
         path, stamp = _identity(session_file)
         if stamp is None:
@@ -177,12 +188,12 @@ class FreshnessEngine:
             # A few new lines and no job running: index them in this thread (no hand-off
             # to the indexing thread, whose wake-up costs milliseconds on a loaded machine).
             try:
-                job = _Job(path)
+                job = _Job(path, projects={project} if project else set())
                 self._run(job)
             finally:
                 self._write_lock.release()
             return Outcome(job.state, _ms(started), job.entries)
-        job = self._schedule(path, urgent=True)
+        job = self._schedule(path, urgent=True, project=project)
         wait = self.config.wait_ms if wait_ms is None else wait_ms
         if self._rewritten(path):  # once per old session Pi opens: worth waiting for
             wait = max(wait, self.config.rewrite_wait_ms)
@@ -193,15 +204,15 @@ class FreshnessEngine:
             return Outcome("rewrite-pending", _ms(started))
         return Outcome(job.state, _ms(started), job.entries)
 
-    def nudge(self, session_file: str) -> str:
-        """Queue ``session_file`` without waiting; returns ``fresh``, ``queued`` or
-        ``missing``."""
+    def nudge(self, session_file: str, *, project: str | None = None) -> str:
+        """Queue ``session_file`` without waiting (``project`` as for ``ensure``);
+        returns ``fresh``, ``queued`` or ``missing``."""
         path, stamp = _identity(session_file)
         if stamp is None:
             return "missing"
         if self._known.get(path) == stamp:
             return "fresh"
-        self._schedule(path, urgent=True)
+        self._schedule(path, urgent=True, project=project)
         return "queued"
 
     def _appended(self, path: str, stamp: Stamp) -> bool:
@@ -247,12 +258,14 @@ class FreshnessEngine:
 
     # -- queue ------------------------------------------------------------------------
 
-    def _schedule(self, path: str, *, urgent: bool) -> _Job:
+    def _schedule(self, path: str, *, urgent: bool, project: str | None = None) -> _Job:
         with self._cond:
             job = self._queued.get(path)
             if job is None:
                 job = self._queued[path] = _Job(path)
                 (self._urgent if urgent else self._background).append(job)
+            if project:  # still queued: the job runs with every asker's project
+                job.projects.add(project)
             elif urgent and job in self._background:
                 self._background.remove(job)
                 self._urgent.append(job)
@@ -296,12 +309,16 @@ class FreshnessEngine:
             if stamp is None:
                 job.state = "missing"
                 return
-            job.entries = self._index(path)
+            job.entries = self._index(path, job.projects)
             self._known[path] = stamp
             self._hot[path] = time.monotonic()
             job.state = "indexed"
         except WriterBusy:
             job.state = "busy"
+        except ForeignProject:
+            self.refused += 1
+            log.warning('{"event": "freshness-refused", "refused": %d}', self.refused)
+            job.state = "refused"
         except NotASession:
             self._known[path] = stamp  # not a Pi session: do not look again until it changes
             job.state = "error"
@@ -313,11 +330,18 @@ class FreshnessEngine:
             self.jobs_run += 1
             job.done.set()
 
-    def _index(self, path: str) -> int:
-        """Read the file's new lines into its project's index; returns entries read."""
+    def _index(self, path: str, projects: Set[str] = frozenset()) -> int:
+        """Read the file's new lines into its project's index; returns entries read.
+
+        With ``projects`` (what the askers were authorized for) the header read here —
+        the one the write follows — must name that one project, and the file must not
+        move out of another: ForeignProject otherwise, and nothing is written."""
         _, cwd = peek_header(Path(path), self.max_line_bytes)
         key = escape_surrogates(path)
         previous = self.paths.get(key)
+        if projects and (projects != {project_key(cwd, self.namespace)} or (
+                previous is not None and project_key(previous, self.namespace) not in projects)):
+            raise ForeignProject("the header names a project the request was not granted")
         if previous is not None and previous != cwd:  # its header names another project now
             forget_moved(self._writer(previous), key)
         if previous != cwd:
@@ -423,10 +447,17 @@ def engine_for(settings: Any) -> FreshnessEngine | None:
                            max_line_bytes=settings.max_line_bytes)
 
 
-def refresh(engine: FreshnessEngine | None, body: Any) -> Outcome | None:
-    """Bring the session file a request names up to date (within the contract)."""
+def refresh(engine: FreshnessEngine | None, body: Any, ref: Any = None) -> Outcome | None:
+    """Bring the session file a request names up to date (within the contract).
+
+    ``ref`` (a ``SessionRef``): the session file as the request was resolved and
+    authorized — its real path is indexed, and only into its project."""
+    if engine is None:
+        return None
+    if ref is not None and ref.file:
+        return engine.ensure(ref.file, project=ref.project.name)
     session_file = body.get("session_file") if isinstance(body, dict) else None
-    if engine is None or not isinstance(session_file, str) or not session_file.startswith("/"):
+    if not isinstance(session_file, str) or not session_file.startswith("/"):
         return None
     return engine.ensure(session_file)
 

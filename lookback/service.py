@@ -9,38 +9,57 @@ mode never needs Redis or dramatiq.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
-from lookback.errors import UserError
+from lookback.errors import ForeignProject, UserError
 from lookback.index.layout import ProjectDir
 from lookback.settings import Settings
 from lookback.workers.config import ServiceConfig, ServiceNotConfigured, redis_client
 from lookback.workers.nudge import request_rebuild
 from lookback.workers.reindex import mark_queued
-from lookback.workers.sink import RedisSink
+from lookback.workers.sink import Backoff, RedisSink
 from lookback.workers.status import add_service_status
 
 
-def queue_sink(settings: Settings) -> RedisSink:
-    """The sink ``lookback index --queue`` and ``lookback watch`` publish through."""
-    return RedisSink(_config(settings))
+def queue_sink(settings: Settings, *, only_project: str | None = None,
+               backoff: Backoff | None = None) -> RedisSink:
+    """The sink ``lookback index --queue`` and ``lookback watch`` publish through
+    (``only_project``: it refuses to publish into any other project; ``backoff``: how
+    long it retries an unreachable Redis, by default until it answers)."""
+    return RedisSink(_config(settings), only_project=only_project, backoff=backoff)
 
 
-def nudge_session(settings: Settings, session_file: str) -> int:
+def nudge_session(settings: Settings, session_file: str, *, project: str | None = None,
+                  give_up_after: float | None = None,
+                  stop: threading.Event | None = None) -> int:
     """Publish what ``session_file`` gained since it was last read; returns events sent.
 
     The Pi extension calls this (through ``POST /v1/nudge``) at turn ends and after
     compaction, so a session is indexed promptly even without ``lookback watch``.
-    The workers are nudged by the sink as usual.
+    The workers are nudged by the sink as usual. ``project``: the project the request
+    was authorized for; a file whose header names another is refused (ForeignProject).
+    ``give_up_after`` (seconds) and ``stop`` bound the retrying when Redis cannot be
+    reached, quietly (the reader's nudges give up after a few seconds: the next nudge,
+    or ``lookback watch``, publishes what this one did not, from the file state Redis
+    holds); without them it retries until Redis answers, saying so on stderr.
     """
     from pathlib import Path
 
     from lookback.ingest.pipeline import ingest_files
 
-    with queue_sink(settings) as sink:
+    bounded = give_up_after is not None or stop is not None
+    backoff = Backoff(give_up_after=give_up_after, stop=stop,
+                      say=(lambda line: None) if bounded else None)
+    with queue_sink(settings, only_project=project, backoff=backoff) as sink:
+        # Redis unreachable raises here (ingest_files would count it against the file).
+        sink.backoff.run(lambda _: sink.client.time(), "reaching Redis")
         report = ingest_files([Path(session_file)], sink, strict=True,
                               max_line_bytes=settings.max_line_bytes)
+    if sink.refused:
+        raise ForeignProject("the session file names a project this request was not "
+                             "authorized for")
     if report.errors:
         raise UserError(report.errors[0])
     return report.events

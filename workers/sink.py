@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -23,6 +24,8 @@ from lookback.workers.config import ServiceConfig, redis_client
 from lookback.workers.log import add_events
 from lookback.workers.nudge import nudge
 from lookback.workers.port import RedisPort
+
+from lookback.errors import ForeignProject
 
 T = TypeVar("T")
 
@@ -39,56 +42,86 @@ def transient_errors() -> tuple[type[BaseException], ...]:
 
 
 class Backoff:
-    """Retry a call until it works, sleeping 0.2 s, 0.4 s, … up to ``max_delay``."""
+    """Retry a call until it works, sleeping 0.2 s, 0.4 s, … up to ``max_delay``.
+
+    ``give_up_after`` (seconds) bounds the whole retrying: when the next sleep would
+    end past it, the last error is raised (None: retry for as long as it takes, what a
+    watcher that must never drop a batch wants). ``stop`` ends the retrying early (it
+    is set on shutdown), raising the last error too.
+    """
 
     def __init__(self, *, first: float = 0.2, max_delay: float = 30.0,
                  say: Callable[[str], None] | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 give_up_after: float | None = None,
+                 stop: threading.Event | None = None) -> None:
         self.first = first
         self.max_delay = max_delay
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.sleep = sleep
+        self.sleep = stop.wait if stop is not None else sleep
+        self.give_up_after = give_up_after
+        self.stop = stop
 
     def run(self, call: Callable[[int], T], what: str) -> T:
-        """``call(attempt)`` until it returns; transient errors are retried forever."""
+        """``call(attempt)`` until it returns; transient errors are retried until
+        ``give_up_after`` (forever without one) or ``stop``."""
         errors = transient_errors()
-        attempt = 0
+        attempt, started, slept = 0, time.monotonic(), 0.0
         while True:
             try:
                 return call(attempt)
             except errors as error:
                 delay = min(self.first * 2 ** attempt, self.max_delay)
                 attempt += 1
+                spent = max(time.monotonic() - started, slept)  # ``sleep`` may be a fake
+                if (self.give_up_after is not None and spent + delay > self.give_up_after) \
+                        or (self.stop is not None and self.stop.is_set()):
+                    raise
                 self.say(f"lookback: cannot reach Redis while {what} "
                          f"({error.__class__.__name__}); retrying in {delay:.1f}s "
                          f"(attempt {attempt}, nothing is dropped)")
                 self.sleep(delay)
+                slept += delay
 
 
 class RedisSink:
     """``ingest.pipeline.Sink`` that appends to the per-project Redis streams."""
 
     def __init__(self, config: ServiceConfig, client: RedisPort | None = None, *,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None, only_project: str | None = None) -> None:
         self.config = config
         self.client = client if client is not None else redis_client(config)
         self.backoff = backoff or Backoff()
+        #: A sink publishing for one authorized project refuses every other one.
+        self.only_project = only_project
+        self.refused = 0
         self.batches = 0
         self.events = 0
 
     def project(self, cwd: str) -> str:
         return project_key(cwd, self.config.namespace)
 
+    def _check(self, *projects: str | None) -> None:
+        """ForeignProject (counted) when this sink may not touch one of ``projects``."""
+        if self.only_project is None:
+            return
+        if any(p is not None and p != self.only_project for p in projects):
+            self.refused += 1
+            raise ForeignProject("the session file names a project this request was not "
+                                 "authorized for")
+
     def claim(self, path: str, cwd: str) -> None:
         """Make ``cwd``'s project the only one holding ``path``: when the file's header
         named another project before, that project is told to forget the session (a
         ``reset`` event with reason ``moved``) and its file state goes, in one EXEC."""
         project = self.project(cwd)
+        self._check(project)
         paths_key = self.config.paths_key
         previous = _text(self.backoff.run(lambda _: self.client.hget(paths_key, path),
                                           "reading which project holds a file"))
         if previous == project:
             return
+        self._check(previous)  # moving it out of another project writes into that one
         old_state = None
         if previous is not None:
             raw = self.backoff.run(
@@ -119,6 +152,7 @@ class RedisSink:
     def write(self, batch: Batch) -> None:
         state = batch.state
         project = self.project(state.cwd)
+        self._check(project)
         state_json = state.to_json()
 
         def commit(attempt: int) -> None:

@@ -48,6 +48,8 @@ from lookback.query.search.request import (
 from lookback.server.auth import Grants
 from lookback.server.cache import AnswerCache, cache_key, watermark
 from lookback.server.errors import FORBIDDEN, ApiError
+from lookback.server.nudges import GIVE_UP_SECONDS as NUDGE_GIVE_UP_SECONDS
+from lookback.server.nudges import NudgeQueue
 from lookback.server.records import ManifestWriter
 from lookback.settings import Settings
 
@@ -84,6 +86,7 @@ class ReaderApp:
         self.freshness = freshness.engine_for(settings)
         if self.freshness is not None:
             self.freshness.start()
+        self.nudges = NudgeQueue(self._publish_nudge) if settings.service_mode else None
         workers = settings.server.workers
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="lookback-call") \
             if workers > 0 else None
@@ -189,7 +192,7 @@ class ReaderApp:
         # this parse too (a null budget is the default for both).
         request = parse_request(body, self.settings.retrieval.as_dict())
         ref = self._authorize(body, grant)
-        fresh = freshness.refresh(self.freshness, body)
+        fresh = freshness.refresh(self.freshness, body, ref)
         if fresh is not None and fresh.state == "rewrite-pending":
             return 200, freshness.rewrite_pending_answer(fresh), {"outcome": "not-indexed"}
         request = pinned(body, ref)
@@ -229,7 +232,7 @@ class ReaderApp:
     def search(self, body: dict, grant: frozenset[str] | None) -> Reply:
         session_names(body, project_alone=True)  # a project alone: its latest session
         ref = self._authorize(body, grant)
-        freshness.refresh(self.freshness, body)  # the live leaf is searchable too
+        freshness.refresh(self.freshness, body, ref)  # the live leaf is searchable too
         response = self.call(self.engine.search, pinned(body, ref), settings=self.settings,
                              reader=self.reader)
         return 200, response, {"results": len(response.get("results") or [])}
@@ -237,7 +240,7 @@ class ReaderApp:
     def source(self, body: dict, grant: frozenset[str] | None) -> Reply:
         session_names(body)
         ref = self._authorize(body, grant)
-        freshness.refresh(self.freshness, body)
+        freshness.refresh(self.freshness, body, ref)
         response = self.call(self.engine.source, pinned(body, ref), settings=self.settings,
                              reader=self.reader)
         return 200, response, {}
@@ -271,7 +274,9 @@ class ReaderApp:
     def nudge(self, body: dict, grant: frozenset[str] | None) -> Reply:
         """Ask for ``session_file`` to be indexed now.
 
-        Service mode hands it to ``lookback.service.nudge_session``. Embedded mode
+        Service mode queues it for ``lookback.service.nudge_session`` on the nudge
+        thread (``lookback.server.nudges``) and answers at once: ``queued``, or
+        ``dropped`` when the queue is full (Redis down or slow). Embedded mode
         queues the file for this process's freshness engine (``lookback.freshness``)
         and answers at once: ``queued``, ``fresh`` (nothing new) or ``missing``;
         ``embedded`` when the engine is turned off (``freshness.enabled = false``).
@@ -279,28 +284,34 @@ class ReaderApp:
         session_file = optional_text(body, "session_file")  # no NUL, valid Unicode
         if not session_file or not session_file.startswith("/"):
             raise ApiError(400, "invalid-request", "session_file must be an absolute path")
-        if grant is not None:
-            self._authorize(body, grant)
-        if self.settings.service_mode:
-            from lookback import service
-
-            nudge_session = getattr(service, "nudge_session", None)
-            if nudge_session is None:
-                return 202, {"status": "unsupported"}, {}
-            self.call(nudge_session, self.settings, session_file)
-            return 202, {"status": "queued"}, {}
+        ref = self._authorize(body, grant)  # with ``ref`` the write goes only to its project
+        project = ref.project.name if ref is not None else None
+        if ref is not None:
+            session_file = ref.file
+        if self.nudges is not None:  # service mode: never waits for Redis
+            return 202, {"status": self.nudges.submit(session_file, project)}, {}
         if self.freshness is None:
             return 202, {"status": "embedded"}, {}
-        return 202, {"status": self.freshness.nudge(session_file)}, {}
+        return 202, {"status": self.freshness.nudge(session_file, project=project)}, {}
+
+    def _publish_nudge(self, session_file: str, project: str | None,
+                       stop: threading.Event) -> None:
+        from lookback import service
+
+        service.nudge_session(self.settings, session_file, project=project,
+                              give_up_after=NUDGE_GIVE_UP_SECONDS, stop=stop)
 
     def health(self, query: dict, grant: frozenset[str] | None) -> Reply:
         report = self.call(self.engine.health, self.settings)
         if grant is not None and isinstance(report.get("projects"), list):
             report = {**report, "projects": [p for p in report["projects"]
                                              if isinstance(p, dict) and p.get("project") in grant]}
-        report = {**report, "server": {"cache_entries": len(self.cache),
-                                       "cache_hits": self.cache.hits,
-                                       "cache_misses": self.cache.misses}}
+        server: dict[str, Any] = {"cache_entries": len(self.cache),
+                                  "cache_hits": self.cache.hits,
+                                  "cache_misses": self.cache.misses}
+        if self.nudges is not None:
+            server["nudges"] = self.nudges.stats()
+        report = {**report, "server": server}
         return 200, report, {}
 
     def manifest(self, query: dict, grant: frozenset[str] | None) -> Reply:
@@ -313,6 +324,8 @@ class ReaderApp:
         return 200, {"session_id": session_id, "entries": entries}, {"entries": len(entries)}
 
     def close(self) -> None:
+        if self.nudges is not None:
+            self.nudges.close()
         if self.freshness is not None:
             self.freshness.close()
         self.manifests.flush()

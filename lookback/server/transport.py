@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import socket
 import socketserver
+import threading
 import time
 from http import HTTPStatus
 from typing import Any
@@ -259,6 +261,10 @@ def make_server(settings: Settings, host: str | None = None, port: int | None = 
             from None
 
 
+def _stop_serving(signum: int, frame: Any) -> None:
+    raise SystemExit(0)  # unwinds serve_forever through its ``finally``
+
+
 def warm_up() -> None:
     """Load what the first request would otherwise pay for (the secret detectors'
     patterns, the term extractor's word lists): ~0.1 s once, at start, not on the
@@ -271,7 +277,10 @@ def warm_up() -> None:
 
 
 def serve_forever(server: ReaderHTTPServer) -> None:
-    """Serve until interrupted, then close the app (flushing the manifest)."""
+    """Serve until interrupted (SIGINT) or asked to stop (SIGTERM: exit status 0), then
+    close the app (flushing the manifest)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop_serving)
     warm_up()
     from lookback.query.semantic import warm_up as warm_embedder
 

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from lookback.index.layout import project_key
 
 from lookback import api
 from lookback.server import ReaderApp
@@ -132,3 +133,65 @@ def test_the_answer_cache_is_keyed_by_the_resolved_session(two_projects, make_ap
     second = call(app, "/v1/retrieve", body, TOKEN_A)[1]
     assert "charliemarker" in json.dumps(second)
     assert "alphamarker" not in json.dumps(second)
+
+
+# -- item 2: a file whose header is rewritten to name another project --------------------
+
+INJECTED = "`AgentSession.messages` returns `AppMessage[]` injectedmarker"
+
+
+def rewrite_in_place(path: Path, cwd: Path, session_id: str, parent: str) -> None:
+    """Same inode, new content: a header naming ``cwd``'s project and an entry hung on
+    ``parent`` (the last entry of that project's session)."""
+    header = {"type": "session", "version": 3, "id": session_id,
+              "timestamp": "2025-12-08T22:41:05.306Z", "cwd": str(cwd)}
+    entry = {"type": "message", "id": "evil0001", "parentId": parent,
+             "timestamp": "2025-12-08T23:09:00.000Z",
+             "message": {"role": "user", "content": [{"type": "text", "text": INJECTED}],
+                         "timestamp": 1765235340000}}
+    inode = path.stat().st_ino
+    with path.open("r+", encoding="utf-8") as handle:
+        handle.truncate(0)
+        handle.write(json.dumps(header) + "\n" + json.dumps(entry) + "\n")
+    assert path.stat().st_ino == inode
+
+
+def wait_for_jobs(app: ReaderApp, count: int) -> None:
+    import time
+
+    deadline = time.monotonic() + 60
+    while app.freshness.jobs_run < count:  # a condition, not a sleep that should suffice
+        assert time.monotonic() < deadline, "the freshness thread never ran the job"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("how", ["nudge", "retrieve"])
+def test_a_token_cannot_write_into_another_project(two_projects, make_app, tmp_path, how):
+    p = two_projects
+    app = make_app(p.tokens)
+    evil = marked_session(tmp_path / "x", p.cwd_a, "sess-evil", "evilmarker")
+    status, _ = call(app, "/v1/retrieve", {"session_file": str(evil), "message": PROMPT},
+                     TOKEN_A)  # authorized for A: its header is A's, and it is indexed
+    assert status == 200
+    rewrite_in_place(evil, p.cwd_b, "sess-b", parent="a1000007")
+    before = app.freshness.jobs_run
+    if how == "nudge":
+        status, _ = call(app, "/v1/nudge", {"session_file": str(evil)}, TOKEN_A)
+        assert status in (202, 403)
+        wait_for_jobs(app, before + 1)
+    else:
+        status, _ = call(app, "/v1/retrieve", {"session_file": str(evil), "message": PROMPT},
+                         TOKEN_A)
+        assert status in (200, 403)
+        wait_for_jobs(app, before + 1)
+    # B's own answers carry nothing of A's text.
+    question = {"project": project_key(str(p.cwd_b)), "session_id": "sess-b",
+                "message": INJECTED}
+    retrieved = call(app, "/v1/retrieve", question, TOKEN_B)[1]
+    searched = call(app, "/v1/search", {**question, "text": "injectedmarker",
+                                        "scope": "project"}, TOKEN_B)[1]
+    assert retrieved["status"] == "ok"
+    assert searched["status"] in ("ok", "no-query") and not searched["results"]
+    shown = json.dumps(retrieved["evidence"]) + json.dumps(searched["results"])
+    assert "evil0001" not in shown and "injectedmarker" not in shown
+    assert app.freshness.refused >= 1  # counted, not written

@@ -186,23 +186,33 @@ def test_a_call_over_the_time_limit_gets_503(home, session_file):
 
 
 def test_service_mode_nudge_hands_the_file_to_the_service(home, session_file, monkeypatch):
+    """Off the request path (lookback.server.nudges): the answer does not wait for it."""
+    import threading
+
+    from lookback.index.layout import project_key
+
     from lookback import service
     from lookback.server import ReaderApp
 
     from .conftest import settings_for
 
-    calls = []
-    monkeypatch.setattr(service, "nudge_session", lambda settings, path: calls.append(path),
-                        raising=False)
+    calls, called = [], threading.Event()
+
+    def nudge_session(settings, path, **bounds):
+        calls.append((path, bounds["project"]))
+        called.set()
+
+    monkeypatch.setattr(service, "nudge_session", nudge_session)
     app = ReaderApp(settings_for(home, redis_url="redis://127.0.0.1:1/0"))
     body = json.dumps({"session_file": str(session_file)}).encode()
     try:
         status, payload, _ = app.handle("POST", "/v1/nudge", None, body)
         assert (status, payload) == (202, {"status": "queued"})
-        assert calls == [str(session_file)]
-        monkeypatch.delattr(service, "nudge_session")
-        status, payload, _ = app.handle("POST", "/v1/nudge", None, body)
-        assert (status, payload) == (202, {"status": "unsupported"})
+        assert called.wait(30)
+        header_cwd = json.loads(session_file.read_text().splitlines()[0])["cwd"]
+        assert calls == [(str(session_file), project_key(header_cwd))]
+        while app.nudges.stats()["published"] != 1:  # counted just after the call returns
+            called.wait(0.01)
     finally:
         app.close()
 
