@@ -102,5 +102,14 @@ def health(settings: Settings | None = None) -> dict[str, Any]:
         except Exception as error:  # a broken file must not hide the others
             projects.append({"project": project.name, "state": "error",
                              "error": type(error).__name__})
-    return {"status": "ok", "mode": "service" if settings.service_mode else "embedded",
-            "projects": projects}
+    return {"status": "ok", "version": _version(),
+            "mode": "service" if settings.service_mode else "embedded", "projects": projects}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pi-lookback")
+    except PackageNotFoundError:  # run from a checkout without installing
+        return "unknown"

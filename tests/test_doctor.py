@@ -1,0 +1,177 @@
+"""``lookback doctor`` tried as a new user would: real session folders, settings files and
+indexes in a temporary HOME. Each problem the issue names — reader down, hook missing, Pi
+package missing, a damaged index, a session 10 minutes behind — is found with the command
+that fixes it, and running that command (or its equivalent) makes the finding go away."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lookback import cli
+from lookback.doctor import PI_PACKAGE_DIR, Finding, Situation, run_checks
+from lookback.server import make_server
+from lookback.settings import load_settings
+from tests.server.test_freshness import entry_line
+from tests.support import fixture_path
+
+CLAUDE_FIXTURES = Path(__file__).parent / "fixtures" / "claude-code" / "projects"
+
+
+@pytest.fixture
+def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A new user's HOME: Pi and Claude Code sessions on disk, nothing of Lookback set up;
+    no reader listens on the configured port."""
+    home = tmp_path / "user"
+    pi_sessions = home / ".pi" / "agent" / "sessions" / "--work-project--"
+    pi_sessions.mkdir(parents=True)
+    shutil.copyfile(fixture_path("branching.jsonl"), pi_sessions / "branching.jsonl")
+    shutil.copytree(CLAUDE_FIXTURES, home / ".claude" / "projects")
+    (home / "work").mkdir()
+    for name in ("CLAUDE_CONFIG_DIR", "PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR",
+                 "LOOKBACK_TOKEN", "LOOKBACK_SESSIONS_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("LOOKBACK_HOME", str(home / "lookback-data"))
+    monkeypatch.delenv("LOOKBACK_CONFIG", raising=False)
+    monkeypatch.setenv("LOOKBACK_SERVER__PORT", str(_free_port()))
+    monkeypatch.chdir(home / "work")
+    return home
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def doctor(capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, list[dict]]]:
+    capsys.readouterr()  # what earlier commands printed
+    code = cli.main(["doctor", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    by_check: dict[str, list[dict]] = {}
+    for finding in report["checks"]:
+        by_check.setdefault(finding["check"], []).append(finding)
+    assert report["ok"] is (code == 0)
+    return code, by_check
+
+
+def lookback(*argv: str) -> int:
+    return cli.main(list(argv))
+
+
+def problems(by_check: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    return {name: found for name, found in by_check.items()
+            if any(f["status"] == "problem" for f in found)}
+
+
+def test_a_new_user_is_told_each_problem_with_its_fix(user, capsys):
+    code, found = doctor(capsys)
+    assert code == 1
+    assert set(problems(found)) == {"reader", "sessions: pi", "sessions: claude-code",
+                                    "pi package", "claude-code hook"}
+    assert found["reader"][0]["fix"] == "lookback serve"
+    assert found["claude-code hook"][0]["fix"] == "lookback install claude-code --user"
+    assert found["pi package"][0]["fix"] == f"pi install {shlex.quote(str(PI_PACKAGE_DIR))}"
+    assert found["sessions: pi"][0]["details"]["not_indexed"] == 1
+    assert found["sessions: pi"][0]["fix"].startswith("lookback index ")
+    assert found["indexes"][0]["status"] == "note"  # nothing indexed yet
+    assert "remote providers see up to internal" in found["privacy"][0]["summary"]
+
+    # The user runs the fixes the doctor named (Pi's own `pi install` writes this entry).
+    capsys.readouterr()
+    for fix in (found["sessions: pi"][0]["fix"], found["sessions: claude-code"][0]["fix"],
+                found["claude-code hook"][0]["fix"]):
+        assert lookback(*shlex.split(fix)[1:]) == 0
+    settings_file = user / ".pi" / "agent" / "settings.json"
+    settings_file.write_text(json.dumps({"packages": [str(PI_PACKAGE_DIR)]}))
+    code, found = doctor(capsys)
+    assert set(problems(found)) == {"reader"}
+    assert found["sessions: pi"][0]["summary"].endswith("1 sessions, all indexed")
+    assert found["claude-code hook"][0]["status"] == "ok"
+    assert found["pi package"][0]["status"] == "ok"
+
+
+def test_a_running_reader_is_found_with_its_version_and_mode(user, capsys):
+    settings = load_settings()
+    server = make_server(settings, "127.0.0.1", settings.server.port)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        _, found = doctor(capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+        server.app.close()
+        thread.join(timeout=5)
+    reader = found["reader"][0]
+    assert reader["status"] == "ok" and reader["details"]["mode"] == "embedded"
+    assert reader["details"]["version"] not in ("", None)
+
+
+def test_a_damaged_index_is_found_and_its_repair_command_works(user, capsys):
+    assert lookback("index") == 0
+    _, found = doctor(capsys)
+    assert not any(name.startswith("index: ") for name in found)
+    project = next(p for p in (user / "lookback-data" / "projects").iterdir()
+                   if "project" in p.name and (p / "CURRENT").exists())
+    current = (project / "CURRENT").read_text().strip()
+    index_file = next(project.glob(f"*{current}*.sqlite"), None) or next(project.glob("*.sqlite"))
+    with open(index_file, "r+b") as handle:  # a zeroed header, as a crash or a bad disk leaves
+        handle.write(b"\0" * 100)
+    code, found = doctor(capsys)
+    damaged = found[f"index: {project.name}"][0]
+    assert code == 1 and damaged["status"] == "problem" and "damaged" in damaged["summary"]
+    assert damaged["fix"] == f"lookback reindex --repair --project {project.name}"
+    capsys.readouterr()
+    assert lookback(*shlex.split(damaged["fix"])[1:]) == 0
+    _, found = doctor(capsys)
+    assert f"index: {project.name}" not in found
+
+
+def test_a_session_ten_minutes_behind_is_found_and_indexing_it_fixes_it(user, capsys):
+    assert lookback("index") == 0
+    session = user / ".pi" / "agent" / "sessions" / "--work-project--" / "branching.jsonl"
+    last_id = json.loads(session.read_text().splitlines()[-1])["id"]
+    with open(session, "a", encoding="utf-8") as handle:
+        handle.write(entry_line("late0001", last_id, "a turn nobody indexed"))
+    ten_minutes_ago = time.time() - 600
+    os.utime(session, (ten_minutes_ago, ten_minutes_ago))
+    capsys.readouterr()
+    code, found = doctor(capsys)
+    behind = found["freshness"][0]
+    assert code == 1 and behind["status"] == "problem"
+    assert "10 min behind" in behind["summary"]
+    assert behind["fix"] == f"lookback index {shlex.quote(str(session.resolve()))}"
+    capsys.readouterr()
+    assert lookback(*shlex.split(behind["fix"])[1:]) == 0
+    _, found = doctor(capsys)
+    assert found["freshness"][0]["status"] == "ok"
+
+
+def test_text_output_names_each_problem_and_its_fix(user, capsys):
+    assert cli.main(["doctor"]) == 1
+    text = capsys.readouterr().out
+    assert "PROBLEM  reader: no reader answers" in text and "fix: lookback serve" in text
+    assert text.rstrip().endswith("problems found")
+
+
+def test_a_check_that_breaks_is_a_problem_and_the_others_still_run(user):
+    def broken(situation: Situation) -> list[Finding]:
+        raise RuntimeError("boom")
+
+    def fine(situation: Situation) -> list[Finding]:
+        return [Finding("fine", "ok", "all good")]
+
+    findings = run_checks(Situation(load_settings(), dict(os.environ), Path.cwd()),
+                          [broken, fine])
+    assert [(f.check, f.status) for f in findings] == [("broken", "problem"), ("fine", "ok")]
