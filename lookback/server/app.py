@@ -195,12 +195,12 @@ class ReaderApp:
         fresh = freshness.refresh(self.freshness, body, ref)
         if fresh is not None and fresh.state == "rewrite-pending":
             return 200, freshness.rewrite_pending_answer(fresh), {"outcome": "not-indexed"}
-        request = pinned(body, ref)
+        asked = pinned(body, ref)
         mark = watermark(self.reader, ref) if ref is not None else None
-        key = (cache_key(request), mark) if mark and self.cache.size else None
+        key = (cache_key(asked), mark) if mark and self.cache.size else None
         cached = self.cache.get(key) if key else None
         if cached is None:
-            response = self.call(self.engine.retrieve, request, settings=self.settings,
+            response = self.call(self.engine.retrieve, asked, settings=self.settings,
                                  reader=self.reader)
             plan = decide_for_answer(response, request.plan)
             if plan is not None:  # the planner's decision rides along (no second call)
