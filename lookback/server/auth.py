@@ -25,10 +25,17 @@ class Grants:
         if not isinstance(tokens, dict):
             raise UserError("server.tokens must map each token to a list of projects or \"*\"")
         self._grants: dict[str, frozenset[str] | None] = {}
-        for token, projects in tokens.items():
+        for index, (token, projects) in enumerate(tokens.items()):
             if not isinstance(token, str) or len(token) < 8:
                 raise UserError("server.tokens: every token must be a string of 8+ characters")
-            self._grants[token] = _project_names(projects, namespace, token_index=len(self._grants))
+            if not _sendable(token):
+                # An HTTP header is bytes; clients send (and this reader reads) a token as
+                # ASCII. One outside it could never be matched: say so now, not with 401s.
+                raise UserError(f"server.tokens: token #{index + 1} has a character outside "
+                                "printable ASCII (letters, digits, punctuation; no spaces): "
+                                "HTTP clients cannot send it in a header. Use e.g. "
+                                "`openssl rand -hex 32`.")
+            self._grants[token] = _project_names(projects, namespace, token_index=index)
 
     @property
     def required(self) -> bool:
@@ -38,11 +45,17 @@ class Grants:
         """The token's projects (None: all); raises 401 when the header names no token."""
         scheme, _, presented = (authorization or "").partition(" ")
         if scheme.lower() == "bearer" and presented.strip():
-            presented = presented.strip()
+            # Headers arrive decoded as latin-1: these are the bytes the client sent.
+            presented_bytes = presented.strip().encode("latin-1", "replace")
             for token, projects in self._grants.items():
-                if hmac.compare_digest(token.encode(), presented.encode()):
+                if hmac.compare_digest(token.encode("ascii"), presented_bytes):
                     return projects
         raise ApiError(401, "unauthorized", "a valid Authorization: Bearer token is required")
+
+
+def _sendable(token: str) -> bool:
+    """Printable ASCII without spaces: what a bearer token can be in every client."""
+    return all("!" <= character <= "~" for character in token)
 
 
 def _project_names(projects: Any, namespace: str, token_index: int) -> frozenset[str] | None:

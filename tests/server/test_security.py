@@ -101,3 +101,20 @@ def test_serve_command_refuses_with_a_clear_message(home):
 def test_malformed_token_settings_are_refused(home, tokens):
     with pytest.raises(UserError, match="server.tokens"):
         make_server(settings_for(home, server__tokens=tokens), "127.0.0.1", 0)
+
+
+@pytest.mark.parametrize("token", ["tökentoken-0001", "token\u00a0with-nbsp", "token with space",
+                                   "token-with-tab\t1"])
+def test_tokens_a_client_cannot_send_are_refused_at_start(home, token):
+    """A header is bytes (decoded as latin-1 here); a token outside printable ASCII could
+    never be matched, so it is refused up front, saying which token and why."""
+    with pytest.raises(UserError, match=r"server.tokens: token #1 .*printable ASCII"):
+        make_server(settings_for(home, server__tokens={token: "*"}), "127.0.0.1", 0)
+
+
+def test_a_non_ascii_authorization_header_is_a_plain_401(serve, session_file, tokens):
+    client = serve(server__tokens=tokens)
+    answer = client.post("/v1/retrieve", retrieve_body(session_file),
+                         headers={"authorization": "Bearer tökentoken-0001".encode().decode(
+                             "latin-1")})
+    assert answer.status == 401
