@@ -36,6 +36,9 @@ SUMMARY_REQUEST = "create a detailed summary"
 #: usage report high enough for `--autocompact 100000` to compact before the next prompt.
 RUN_BASH, SPAWN_AGENT, THINK_FIRST, HIGH_USAGE = "RUN_BASH", "SPAWN_AGENT", "THINK_FIRST", \
     "HIGH_USAGE"
+#: `CALL_TOOL <name> <json arguments>` in a prompt: the fake model calls that tool (an MCP
+#: tool is `mcp__<server>__<tool>`) and, once its result comes back, answers in text.
+CALL_TOOL = "CALL_TOOL"
 THINKING_TEXT = "Private reasoning THOUGHT_SECRET_77, never to be indexed."
 SUMMARY_TEXT = ("<analysis>Reviewed the turns.</analysis>\n<summary>1. The user and the "
                 "assistant worked on the project. No identifiers are kept in this summary."
@@ -110,6 +113,9 @@ def plan_reply(body: dict, number: int) -> tuple[list[dict], str, int]:
         command = text.split(RUN_BASH, 1)[1].strip().split("\n")[0] or "echo hi"
         return [_tool_use(number, "Bash", {"command": command,
                                            "description": "Run the command"})], "tool_use", 50
+    if CALL_TOOL in text:
+        name, _, arguments = text.split(CALL_TOOL, 1)[1].strip().split("\n")[0].partition(" ")
+        return [_tool_use(number, name, json.loads(arguments or "{}"))], "tool_use", 50
     if SPAWN_AGENT in text:
         task = text.split(SPAWN_AGENT, 1)[1].strip().split("\n")[0] or "look around"
         return [_tool_use(number, "Agent", {"description": "Sub task",

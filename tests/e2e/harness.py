@@ -593,12 +593,14 @@ class PiRunner:
     agent_dir: Path
     extension: Path | None = EXTENSION
     timeout: float = 90
+    flags: tuple[str, ...] = ()  # more flags, e.g. ("-e", "builtin:mcp") for Pi 1.x's MCP
 
     def command(self, session_file: Path, prompt: str) -> list[str]:
         command = [str(self.pi), "--offline", "--provider", "fakellm", "--model", "fake-model"]
         command += ["-nc", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes"]
         if self.extension is not None:
             command += ["-e", str(self.extension)]
+        command += self.flags
         return command + ["--session", str(session_file), "-p", prompt]
 
     def environment(self, env: dict[str, str] | None) -> dict[str, str]:
