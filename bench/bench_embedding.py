@@ -38,8 +38,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lookback.index.chunking import DEFAULT_MAX_CHARS, DEFAULT_OVERLAP, entry_chunks  # noqa: E402
-from lookback.index.embedding import EmbeddingPort, EmbeddingUnavailable, get_embedder  # noqa: E402
+from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable  # noqa: E402
+from lookback.embedders.registry import get_embedder  # noqa: E402
+from lookback.index.chunking import DEFAULT_OVERLAP, entry_chunks  # noqa: E402
 from lookback.index.embeddings import BATCH_ENTRIES, EMBEDDABLE  # noqa: E402
 from lookback.index.store import open_reader  # noqa: E402
 
@@ -53,7 +54,7 @@ HASHING_TARGET_MS = 0.5
 FIRST_CALL = """
 import sys, time
 started = time.perf_counter()
-from lookback.index.embedding import get_embedder
+from lookback.embedders.registry import get_embedder
 get_embedder(sys.argv[1]).embed([sys.argv[2]])
 print(round((time.perf_counter() - started) * 1000, 1))
 """
@@ -110,7 +111,7 @@ def word_pieces(embedder: EmbeddingPort, texts: list[str]) -> int | None:
     max_tokens = getattr(embedder, "max_tokens", None)
     if max_tokens is None:
         return None
-    from lookback.index.embedding_onnx import minilm_model_dir
+    from lookback.embedders.onnx_encoder import minilm_model_dir
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(minilm_model_dir() / "tokenizer.json"))
@@ -122,9 +123,8 @@ def word_pieces(embedder: EmbeddingPort, texts: list[str]) -> int | None:
 def embedding_rate(name: str, embedder: EmbeddingPort, entry_texts: list[str],
                    entries: int) -> None:
     """Embed a seeded sample of real entries' chunks, 64 entries per call."""
-    size = getattr(embedder, "chunk_chars", DEFAULT_MAX_CHARS)
+    size, most = embedder.chunk_chars, embedder.max_chunks
     overlap = min(DEFAULT_OVERLAP, size // 4)
-    most = getattr(embedder, "max_chunks", None)
     sample = random.Random(0).sample(entry_texts, min(entries, len(entry_texts)))
     calls = [[chunk for text in sample[start:start + BATCH_ENTRIES]
               for chunk in entry_chunks(text, size, overlap, most)]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lookback.index.embedding import get_embedder  # noqa: E402
+from lookback.embedders.registry import get_embedder  # noqa: E402
 from lookback.index.embeddings import build_embeddings  # noqa: E402
 from lookback.query.search.reader import IndexReader  # noqa: E402
 

@@ -34,7 +34,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lookback.index.embedding import EmbeddingPort, embed_queries, get_embedder  # noqa: E402
+from lookback.embedders.port import EmbeddingPort  # noqa: E402
+from lookback.embedders.registry import get_embedder  # noqa: E402
 from lookback.index.embeddings import Stamp, build_embeddings, decode  # noqa: E402
 from lookback.index.layout import project_dir  # noqa: E402
 from lookback.index.store import open_reader  # noqa: E402
@@ -104,7 +105,7 @@ def vector_ranking(home: Path, embedder: EmbeddingPort, question: str,
     database.close()
     rows = [row for row in rows if row[0] in allowed]
     matrix = decode([row[1] for row in rows], embedder.dimensions)
-    similarity = matrix @ embed_queries(embedder, [question])[0]
+    similarity = matrix @ embedder.embed_queries([question])[0]
     entry_ids, starts, counts = np.unique([row[0] for row in rows], return_index=True,
                                           return_counts=True)
     order = np.argsort(starts)  # np.unique sorts by id; rows are grouped in rowid order

@@ -51,9 +51,11 @@ from __future__ import annotations
 
 import re
 
+from lookback.embedders.word_pieces import WINDOW_CHUNK_CHARS
+
 CHUNKING_VERSION = 3
 
-DEFAULT_MAX_CHARS = 500
+DEFAULT_MAX_CHARS = WINDOW_CHUNK_CHARS
 DEFAULT_OVERLAP = 80
 
 #: Words a prose chunk needs to be embedded (rule 4).

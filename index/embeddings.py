@@ -26,13 +26,12 @@ from pathlib import Path
 
 import apsw
 import numpy as np
+from lookback.embedders.port import EmbeddingPort
 from lookback.index.chunking import (
     CHUNKING_VERSION,
-    DEFAULT_MAX_CHARS,
     DEFAULT_OVERLAP,
     weighted_chunks,
 )
-from lookback.index.embedding import EmbeddingPort
 from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
 from lookback.index.store import (
@@ -158,8 +157,7 @@ def pending_entries(connection: apsw.Connection, stamp: Stamp, *, after_rowid: i
 
 def embed_entries(embedder: EmbeddingPort, entries: Sequence[PendingEntry]) -> list[EntryVectors]:
     """Chunk and embed ``entries`` with one ``embed`` call (raises ``EmbeddingError``)."""
-    size = getattr(embedder, "chunk_chars", DEFAULT_MAX_CHARS)
-    most = getattr(embedder, "max_chunks", None)  # a slow model embeds only an entry's start
+    size, most = embedder.chunk_chars, embedder.max_chunks  # a slow model: an entry's start
     overlap = min(DEFAULT_OVERLAP, size // 4)
     chunks = [weighted_chunks(entry.text, entry.role, size, overlap, most) for entry in entries]
     flat = [chunk for pieces in chunks for chunk, _ in pieces]

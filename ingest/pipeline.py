@@ -36,14 +36,15 @@ class SinkUnavailable(Unavailable):
 
 
 class Sink(Protocol):
+    def claim(self, path: str, cwd: str) -> None:
+        """Make ``cwd``'s project the one holding ``path`` (called before
+        ``file_state``), so a file whose header now names another cwd moves there."""
+
     def file_state(self, path: str, cwd: str) -> FileState | None:
         """What was read of ``path`` before (None: nothing yet)."""
 
     def write(self, batch: Batch) -> None:
         """Store the batch's events and its file state atomically."""
-
-    # Optional: ``claim(path, cwd)`` is called before ``file_state`` by sinks that
-    # track which project holds a file, so a header whose cwd changed moves it.
 
 
 @dataclass
@@ -110,9 +111,7 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
 def _ingest_one(path: Path, sink: Sink, report: IngestReport, max_line_bytes: int) -> None:
     session_id, cwd = peek_header(path, max_line_bytes)
     key = escape_surrogates(str(path))
-    claim = getattr(sink, "claim", None)  # sinks that track which project holds a file
-    if claim is not None:
-        claim(key, cwd)
+    sink.claim(key, cwd)
     state = sink.file_state(key, cwd)
     for batch in read_session(str(path), state, stats=report.read,
                               max_line_bytes=max_line_bytes):

@@ -111,8 +111,8 @@ def test_ci_runs_the_readme_test_command():
     assert ci[-1] == command
 
 
-TOP = ("lookback/", "ingest/", "index/", "query/", "workers/", "tests/", "bench/", "docs/",
-       "integrations/", ".ci/")
+TOP = ("lookback/", "ingest/", "embedders/", "index/", "query/", "workers/", "tests/", "bench/",
+       "docs/", "integrations/", ".ci/")
 
 
 def test_files_the_docs_name_exist():

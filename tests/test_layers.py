@@ -1,6 +1,8 @@
 """The layer contract of docs/design.md, checked on every run by reading the imports.
 
-ingest → index → query → lookback (the shell), with workers beside query. The base
+ingest → index → query → lookback (the shell), with workers beside query and the
+embedders beside the index (they import no other layer; index, query, workers and the
+shell may use them). The base
 (``lookback.settings``, ``lookback.errors``) imports nothing from the project and
 may be imported by every layer. Only workers (and the shell through workers)
 know Redis and dramatiq. No module imports another module's private names.
@@ -24,10 +26,11 @@ BASE = frozenset({"lookback.settings", "lookback.errors"})
 ALLOWED = {
     "base": frozenset(),
     "ingest": frozenset(),
-    "index": frozenset({"ingest"}),
-    "query": frozenset({"index", "ingest"}),
-    "workers": frozenset({"index", "ingest"}),
-    "shell": frozenset({"ingest", "index", "query", "workers"}),
+    "embedders": frozenset(),
+    "index": frozenset({"ingest", "embedders"}),
+    "query": frozenset({"index", "ingest", "embedders"}),
+    "workers": frozenset({"index", "ingest", "embedders"}),
+    "shell": frozenset({"ingest", "embedders", "index", "query", "workers"}),
 }
 #: Third-party packages only some layers may import.
 RESTRICTED = {"redis": frozenset({"workers"}), "dramatiq": frozenset({"workers"})}
@@ -70,7 +73,7 @@ def layer(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] != "lookback":
         return None
-    if len(parts) > 1 and parts[1] in ("ingest", "index", "query", "workers"):
+    if len(parts) > 1 and parts[1] in ("ingest", "embedders", "index", "query", "workers"):
         return parts[1]
     return "shell"
 
@@ -103,7 +106,7 @@ def all_imports() -> list[Import]:
 
 def test_the_walk_sees_every_stage():
     layers = {layer(module) for module in modules()}
-    assert {"base", "ingest", "index", "query", "workers", "shell"} <= layers
+    assert {"base", "ingest", "embedders", "index", "query", "workers", "shell"} <= layers
     assert len(all_imports()) > 300
 
 
@@ -213,3 +216,65 @@ def test_every_exported_name_exists():
         for name, defined_in in names.items():
             assert getattr(module, name) is getattr(
                 importlib.import_module(f"{package}.{defined_in}"), name)
+
+
+def test_the_import_graph_has_no_cycle():
+    """No module reaches itself through imports (those inside functions count too, and
+    a subpackage's lazy ``_EXPORTS`` import their modules), so every module can be read,
+    tested and loaded after what it uses."""
+    known = modules()
+    graph: dict[str, set[str]] = {module: set() for module in known}
+    for item in all_imports():
+        if item.target in known and item.target != item.source:
+            graph[item.source].add(item.target)
+    for package, names in subpackage_exports().items():
+        graph[package] |= {f"{package}.{module}" for module in names.values()}
+    assert _cycles(graph) == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm,
+    iterative), each sorted."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in order:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        order[root] = low[root] = len(order)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in order:
+                    order[target] = low[target] = len(order)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], order[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == order[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert _cycles(graph) == [["a", "b", "c"]]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lookback.index import embedding
-from lookback.index.embedding import get_embedder
+from lookback.embedders import registry
+from lookback.embedders.registry import get_embedder
 from lookback.index.embeddings import EMBEDDINGS_SEQ_META, Stamp, build_embeddings, count_pending
 from lookback.index.layout import project_dir
 from lookback.index.rebuild import rebuild
@@ -244,9 +244,9 @@ def test_partial_embeddings_fall_back_to_lexical(home: Path) -> None:
 def test_stale_embeddings_after_a_model_change_fall_back_then_rebuild(home: Path,
                                                                       monkeypatch) -> None:
     _index(home)
-    from lookback.index.embedding_hashing import HashingEmbedder
+    from lookback.embedders.hashing import HashingEmbedder
 
-    monkeypatch.setitem(embedding.EMBEDDERS, "hashing-128", lambda: HashingEmbedder(128))
+    monkeypatch.setitem(registry.EMBEDDERS, "hashing-128", lambda: HashingEmbedder(128))
     ask = _asker(home, "hashing-128")
     message = GOLDEN["cases"][6]["question"]
     response = ask(message)
@@ -266,7 +266,7 @@ def test_an_embedder_that_cannot_load_falls_back(home: Path, monkeypatch, name: 
     def broken():
         raise OSError("weights unreadable")
 
-    monkeypatch.setitem(embedding.EMBEDDERS, "broken", broken)
+    monkeypatch.setitem(registry.EMBEDDERS, "broken", broken)
     ask = _asker(home, name)
     message = GOLDEN["cases"][6]["question"]
     response = ask(message)
@@ -323,11 +323,11 @@ def test_lookback_index_embed_builds_the_vectors(home: Path, tmp_path: Path, cap
 
 def test_a_cold_process_says_the_model_load_is_why_it_fell_back(home: Path,
                                                                 monkeypatch) -> None:
-    from lookback.index.embedding_hashing import HashingEmbedder
+    from lookback.embedders.hashing import HashingEmbedder
 
     _index(home)  # hashing vectors: the same model under a new name
     # A name no call has loaded yet, as in a fresh `lookback retrieve` process.
-    monkeypatch.setitem(embedding.EMBEDDERS, "cold-hashing", HashingEmbedder)
+    monkeypatch.setitem(registry.EMBEDDERS, "cold-hashing", HashingEmbedder)
     monkeypatch.setattr("lookback.query.semantic.hybrid.DEFAULT_TIMEOUT_MS", 0.0)
     ask = _asker(home, "cold-hashing")
     message = GOLDEN["cases"][6]["question"]
@@ -340,7 +340,7 @@ def test_a_cold_process_says_the_model_load_is_why_it_fell_back(home: Path,
 
 
 def test_warm_up_loads_the_embedder_and_survives_a_missing_one() -> None:
-    from lookback.index.embedding import is_loaded
+    from lookback.embedders.registry import is_loaded
     from lookback.query.semantic.hybrid import warm_up
 
     assert warm_up("hashing") and is_loaded("hashing")

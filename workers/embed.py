@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from lookback.index.embedding import EmbeddingError, get_embedder
+from lookback.embedders.port import EmbeddingError
+from lookback.embedders.registry import get_embedder
 from lookback.index.embeddings import EmbedReport, build_embeddings
 from lookback.workers.apply import project_info
 from lookback.workers.config import ServiceConfig

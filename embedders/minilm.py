@@ -13,7 +13,7 @@ BertModel (word + position + token-type embeddings, LayerNorm, 6 encoder
 layers of self-attention and exact-erf GELU feed-forward, post-LayerNorm),
 mean pooling over real tokens, L2 normalisation. Inputs longer than the
 model's window (256 word pieces) are truncated, exactly as the reference
-does; split long entries with :func:`query.chunking.chunk_text` first.
+does; split long entries with :func:`lookback.index.chunking.chunk_text` first.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from lookback.index.chunking import DEFAULT_MAX_CHARS
-from lookback.index.embedding import EmbeddingUnavailable, embed_word_pieces, pad_token_ids
+from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable
+from lookback.embedders.word_pieces import WINDOW_CHUNK_CHARS, embed_word_pieces, pad_token_ids
 
 #: Embeddings per forward batch; bounds the attention matrices' memory.
 BATCH_SIZE = 16
@@ -141,7 +141,7 @@ class _Layer:
         self.out_norm = (w("output.LayerNorm.weight"), w("output.LayerNorm.bias"))
 
 
-class MiniLMEmbedder:
+class MiniLMEmbedder(EmbeddingPort):
     """all-MiniLM-L6-v2 in numpy; 384 dimensions, L2-normalised mean pooling."""
 
     name = "all-minilm-l6-v2"
@@ -168,7 +168,7 @@ class MiniLMEmbedder:
         st_config = json.loads(st_config_path.read_text()) if st_config_path.exists() else {}
         self.max_tokens = int(st_config.get("max_seq_length", 256))
         self.dimensions = int(config["hidden_size"])
-        self.chunk_chars = DEFAULT_MAX_CHARS  # fits the 256 word-piece window (99% of chunks)
+        self.chunk_chars = WINDOW_CHUNK_CHARS
         self._heads = int(config["num_attention_heads"])
         self._eps = float(config["layer_norm_eps"])
 

