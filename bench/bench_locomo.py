@@ -214,8 +214,8 @@ def vector_key(data_path: Path, embedder: str) -> str:
     hash still matches, so a stale one is embedded again, never used)."""
     digest = hashlib.sha256(data_path.read_bytes())
     digest.update(f"conversion {CONVERSION_VERSION} embedder {embedder}".encode())
-    sources = sorted(ROOT.glob("index/embedding*.py")) + [ROOT / "index" / "chunking.py",
-                                                          ROOT / "index" / "onnx_bert.py"]
+    sources = sorted(ROOT.glob("embedders/*.py")) + [ROOT / "index" / "embeddings.py",
+                                                     ROOT / "index" / "chunking.py"]
     for source in sources:
         if source.is_file():
             digest.update(source.read_bytes())
@@ -273,7 +273,7 @@ def build(talks: list[Conversation], data_path: Path, embedder: str | None
     print(f"indexed {report.read.entries:,} entries in {time.perf_counter() - started:.1f} s",
           file=sys.stderr)
     if embedder:
-        from lookback.index.embedding import get_embedder
+        from lookback.embedders.registry import get_embedder
         from lookback.index.embeddings import build_embeddings
 
         model = get_embedder(embedder)
