@@ -190,7 +190,7 @@ class ReaderApp:
         started = time.perf_counter()
         # A malformed request is a 400 before anything touches a file; the plan reads
         # this parse too (a null budget is the default for both).
-        request = parse_request(body, self.settings.retrieval.as_dict())
+        parsed = parse_request(body, self.settings.retrieval.as_dict())
         ref = self._authorize(body, grant)
         fresh = freshness.refresh(self.freshness, body, ref)
         if fresh is not None and fresh.state == "rewrite-pending":
@@ -202,7 +202,7 @@ class ReaderApp:
         if cached is None:
             response = self.call(self.engine.retrieve, asked, settings=self.settings,
                                  reader=self.reader)
-            plan = decide_for_answer(response, request.plan)
+            plan = decide_for_answer(response, parsed.plan)
             if plan is not None:  # the planner's decision rides along (no second call)
                 response["plan"] = plan
             encoded = encode(freshness.annotate(response, fresh))
