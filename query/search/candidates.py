@@ -26,11 +26,13 @@ reach Python only inside those functions and for the items an answer returns
 from __future__ import annotations
 
 import json
+import math
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import apsw
+from lookback.index.memo import Memo
 from lookback.index.tree import PathEntry
 from lookback.query.text.fts_query import FtsQuery, build_phrase_query
 from lookback.query.text.matching import find_literal
@@ -250,6 +252,63 @@ def selective_expression(connection: apsw.Connection, query: FtsQuery,
         (phrase, cap)).fetchone()[0] for phrase in query.phrases]
     rarest = sorted(range(len(counted)), key=lambda number: (counted[number], number))[:keep]
     return " OR ".join(query.phrases[number] for number in sorted(rarest))
+
+
+#: Rows per phrase and rows in the index, per index file and watermark (see ``rarity``).
+_COUNTS: Memo[int] = Memo(100_000)
+
+
+def rarity(connection: apsw.Connection, phrases: Sequence[str]) -> list[float]:
+    """How informative a match of each phrase is in this index: 0 (every row) to 1 (one row).
+
+    Okapi BM25's IDF, ``ln(1 + (N - n + 0.5) / (n + 0.5))`` for a phrase in ``n`` of
+    the index's ``N`` rows, divided by its value for ``n = 1``. ``n`` comes from FTS5
+    itself (the rows the phrase matches, with the index's own tokenizer), ``N`` from
+    FTS5's statistics record, so the numbers are those ``bm25`` uses. Both are memoized
+    per index file and watermark: the same index state always gives the same weights,
+    and a phrase is counted once however many messages ask for it.
+    """
+    if not phrases:
+        return []
+    (watermark,) = connection.execute(
+        "SELECT value FROM meta WHERE key = 'applied_seq'").fetchone() or (None,)
+    stamp = (connection.filename, watermark)
+    total = _COUNTS.get((*stamp, None))
+    if total is None:
+        total = _row_count(connection)
+        _COUNTS.put((*stamp, None), total)
+    found = []
+    for phrase in phrases:
+        count = _COUNTS.get((*stamp, phrase.casefold()))
+        if count is None:
+            (count,) = connection.execute(
+                "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (phrase,)
+            ).fetchone()
+            _COUNTS.put((*stamp, phrase.casefold()), count)
+        found.append(count)
+    total = max(total, max(found), 1)
+    ceiling = _idf(total, 1)
+    return [min(1.0, _idf(total, max(count, 1)) / ceiling) if ceiling > 0 else 1.0
+            for count in found]
+
+
+def _idf(total: int, count: int) -> float:
+    return math.log(1 + (total - count + 0.5) / (count + 0.5))
+
+
+def _row_count(connection: apsw.Connection) -> int:
+    """FTS5's own count of indexed rows: the first varint of its averages record."""
+    found = connection.execute("SELECT block FROM entries_fts_data WHERE id = 1").fetchone()
+    if not found or not found[0]:
+        return 0
+    value = 0
+    for position, byte in enumerate(found[0][:9]):  # SQLite's varint, as FTS5 writes it
+        if position == 8:
+            return value << 8 | byte
+        value = value << 7 | byte & 0x7F
+        if not byte & 0x80:
+            break
+    return value
 
 
 def fts_search(connection: apsw.Connection, query: FtsQuery, scope: Scope,

@@ -47,6 +47,7 @@ from lookback.query.search.retrieve import (
     deduplicate,
     find_candidates,
     first_position,
+    term_rarity,
     verify_and_rank,
 )
 from lookback.query.text.terms import extract_terms
@@ -112,7 +113,8 @@ class HistorySearch:
         session_id = view.session_id
         ranked = verify_and_rank(
             rows, searched, None, fts_hits, Diagnostics(),
-            on_branch=lambda row: row.session_id == session_id and row.entry_id in on_branch)
+            on_branch=lambda row: row.session_id == session_id and row.entry_id in on_branch,
+            rarity=term_rarity(connection, searched))
         chosen = deduplicate(ranked)[:limit]
         load_texts(connection, (item.row for item in chosen))
         return chosen

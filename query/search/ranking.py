@@ -4,7 +4,7 @@
 exact identifier         100 (tier ``identifier``)
 exact phrase              85 (tier ``phrase``)
 FTS match                 60 (tier ``other``)
-extra distinct matches    40 each for the 2nd and 3rd matched term
+matched topics           40 x rarity (0..1, the term's IDF in the index) per term
 active branch             15
 same file / symbol / error  12 / 10 / 12 per matched term of that kind
 user / assistant authority  8 / 5
@@ -14,21 +14,24 @@ token penalty            0..12 (12 at 3,000 tokens and beyond)
 =======================  =========================================
 
 Tiers come first (identifier, phrase, other), then score descending, timestamp
-descending, entry id. The non-topic parts (authority, FTS order, recency, length)
-add up to at most 22, so they can never outweigh one more matched topic term (40).
+descending, entry id. The non-topic parts (authority, FTS order, recency) add up to
+at most 22, so they never outweigh one more matched topic of comparable weight
+(40 x rarity, rarity 0.55 or more).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lookback.query.search.candidates import Row
 from lookback.query.text.matching import Match
-from lookback.query.text.terms import ERROR_KINDS, FILE_KINDS, PHRASE, SYMBOL_KINDS
+from lookback.query.text.terms import ERROR_KINDS, FILE_KINDS, PHRASE, SYMBOL_KINDS, Term
 
 TIERS = ("identifier", "phrase", "other")
 EXACT_IDENTIFIER, EXACT_PHRASE, FTS_MATCH = 100.0, 85.0, 60.0
-EXTRA_MATCH, MAX_EXTRA_MATCHES = 40.0, 2
+#: Each distinct matched term earns this much times its rarity in the index (0..1).
+TOPIC_POINTS = 40.0
 ACTIVE_BRANCH = 15.0
 SAME_FILE, SAME_SYMBOL, SAME_ERROR = 12.0, 10.0, 12.0
 AUTHORITY = {"user": 8.0, "assistant": 5.0}
@@ -78,14 +81,20 @@ def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: 
     item.score = round(sum(points for _, points in item.parts), 2)
 
 
-def static_parts(item: Ranked, on_branch: bool) -> tuple[str, list[tuple[str, float]]]:
+def static_parts(item: Ranked, on_branch: bool, rarity: Mapping[Term, float] | None = None
+                 ) -> tuple[str, list[tuple[str, float]]]:
     """Tier and the score parts that depend only on the row and the query's terms."""
-    tier, topic = topic_parts(item.matches, on_branch)
+    tier, topic = topic_parts(item.matches, on_branch, rarity)
     return tier, [*topic, *row_parts(item.row)]
 
 
-def topic_parts(matches: list[Match], on_branch: bool) -> tuple[str, list[tuple[str, float]]]:
+def topic_parts(matches: list[Match], on_branch: bool,
+                rarity: Mapping[Term, float] | None = None) -> tuple[str, list[tuple[str, float]]]:
     """Tier and the parts that depend only on which terms matched, and how.
+
+    Each distinct matched term adds ``TOPIC_POINTS`` times its ``rarity`` (0..1, see
+    ``candidates.rarity``; 1 for a term missing from it), so a word in most entries
+    weighs little and the rare word that carries the question decides.
 
     Rows with the same matches share them (a query's candidates often do), so the
     caller may compute them once per distinct set of matches.
@@ -95,10 +104,10 @@ def topic_parts(matches: list[Match], on_branch: bool) -> tuple[str, list[tuple[
     files: set[str] = set()
     symbols: set[str] = set()
     errors: set[str] = set()
-    distinct: set[str] = set()
+    distinct: dict[str, Term] = {}
     for match in matches:
         term = match.term
-        distinct.add(term.text)
+        distinct.setdefault(term.text, term)
         if not match.literal:
             continue
         kind = term.kind
@@ -121,10 +130,9 @@ def topic_parts(matches: list[Match], on_branch: bool) -> tuple[str, list[tuple[
     else:
         tier = "other"
         parts.append((f"term match {_quote(matches[0].term.text)}", FTS_MATCH))
-    extra = min(MAX_EXTRA_MATCHES, len(distinct) - 1)
-    if extra:
-        parts.append((f"{extra} more matched term{'s' if extra > 1 else ''}",
-                      EXTRA_MATCH * extra))
+    for text, term in distinct.items():
+        weight = 1.0 if rarity is None else rarity.get(term, 1.0)
+        parts.append((f"topic {_quote(text)}", round(TOPIC_POINTS * weight, 2)))
     if on_branch:
         parts.append(("active branch", ACTIVE_BRANCH))
     for found, points, label in ((files, SAME_FILE, "same file"),

@@ -43,6 +43,7 @@ from lookback.query.search.candidates import (
     fts_search,
     literal_search,
     load_texts,
+    rarity,
     selective_expression,
     session_state,
 )
@@ -53,7 +54,7 @@ from lookback.query.search.request import RetrievalRequest
 from lookback.query.semantic.hybrid import add_semantic
 from lookback.query.text.fts_query import FtsQuery, compile_query, folded_phrase
 from lookback.query.text.matching import Match, PhraseFinder, find_literal
-from lookback.query.text.terms import QueryTerms, extract_terms
+from lookback.query.text.terms import QueryTerms, Term, extract_terms
 
 log = logging.getLogger("lookback.query")
 
@@ -159,7 +160,8 @@ class Retriever:
             diagnostics.warn(f"FTS search failed: {type(error).__name__}")
             merged = merge_rows(rows, fts_rows)
         diagnostics.candidates = len(merged)
-        ranked = verify_and_rank(merged, searched, allowed.ids, len(fts_rows), diagnostics)
+        ranked = verify_and_rank(merged, searched, allowed.ids, len(fts_rows), diagnostics,
+                                 rarity=term_rarity(connection, searched))
         if request.semantic and request.message is not None:
             ranked = add_semantic(connection, str(path), session_id, scope, request.message,
                                   ranked, embedder_name=self.embedder,
@@ -362,15 +364,27 @@ def matches_of(row: Row, searched: Searched) -> list[Match]:
     return matches
 
 
+def term_rarity(connection: apsw.Connection, searched: Searched) -> dict[Term, float]:
+    """Each term's rarity in the index (``candidates.rarity``), by its FTS5 phrase."""
+    query = searched.query
+    if query is None:
+        return {}
+    weights = rarity(connection, query.phrases)
+    return {term: weights[number] for term, number in zip(searched.terms, query.term_phrases,
+                                                          strict=True) if number is not None}
+
+
 def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[str] | None,
                     fts_hits: int, diagnostics: Diagnostics,
-                    on_branch: Callable[[Row], bool] | None = None) -> list[Ranked]:
+                    on_branch: Callable[[Row], bool] | None = None,
+                    rarity: dict[Term, float] | None = None) -> list[Ranked]:
     """Steps 7 (verification) and 8: keep rows with a verified match, score, order.
 
     ``allowed_ids`` None skips the defensive branch check (explicit project search).
     ``on_branch`` says whether a row is on the caller's branch; None means every row
     is (automatic retrieval searches nothing else). Each item keeps that fact, and
     its "active branch" part comes from it, so a reason and the row cannot disagree.
+    ``rarity`` weighs each matched term (``term_rarity``).
     """
     ranked: list[Ranked] = []
     on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
@@ -385,7 +399,8 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
         found = seen.get(bits)
         if found is None:
             matches = matches_of(row, searched)
-            found = seen[bits] = (matches, topic_parts(matches, branch) if matches else None)
+            found = seen[bits] = (matches, topic_parts(matches, branch, rarity) if matches
+                                  else None)
         if found[1] is None:
             unverified += 1
             continue
