@@ -42,7 +42,9 @@ from lookback.query.search.request import (
     session_names,
 )
 from lookback.query.search.retrieve import (
+    FTS_POOL,
     INELIGIBLE_WITH_TEXT,
+    LITERAL_POOL,
     Searched,
     deduplicate,
     find_candidates,
@@ -109,7 +111,7 @@ class HistorySearch:
         else:
             scope, on_branch = self._scope(connection, view.path, view.session_id, scope_name,
                                            leaf_id)
-        rows, fts_hits = find_candidates(connection, searched, scope, 4 * limit, 8 * limit)
+        rows, fts_hits = find_candidates(connection, searched, scope, LITERAL_POOL, FTS_POOL)
         session_id = view.session_id
         ranked = verify_and_rank(
             rows, searched, None, fts_hits, Diagnostics(),

@@ -62,10 +62,10 @@ log = logging.getLogger("lookback.query")
 #: of every automatic scope).
 INELIGIBLE_WITH_TEXT = frozenset({"compaction", "branch_summary"})
 
-#: Rows fetched per literal and for the FTS query, as multiples of ``max_results``
-#: (with a floor); the scope filters apply before these limits.
-LITERAL_FACTOR, LITERAL_FLOOR = 2, 16
-FTS_FACTOR, FTS_FLOOR = 2, 24
+#: Rows fetched per literal and for the FTS query; the scope filters apply before
+#: these limits. They never depend on ``max_results``: the pool is the same however
+#: many results are asked for, so the first k answers never change (issue 19).
+LITERAL_POOL, FTS_POOL = 24, 48
 
 #: Fitting an excerpt to the rest of the budget (docs/specification.md, "Budgets"):
 #: below ``MIN_REMAINING_TOKENS`` the budget is full; otherwise the excerpt shrinks by
@@ -138,8 +138,7 @@ class Retriever:
         allowed = self._allowed(connection, path, session_id, request, state.leaf_id,
                                 state.epoch)
         scope = allowed.scope
-        literal_limit = max(LITERAL_FLOOR, LITERAL_FACTOR * request.max_results)
-        fts_limit = max(FTS_FLOOR, FTS_FACTOR * request.max_results)
+        literal_limit, fts_limit = LITERAL_POOL, FTS_POOL
         try:
             rows = literal_rows(connection, searched, scope, literal_limit)
         except apsw.Error as error:

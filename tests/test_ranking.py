@@ -1,0 +1,94 @@
+"""Ranking inside a tier by how informative a match is (issue 19, items 1 and 4)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from lookback.index.layout import project_dir
+from lookback.index.store import open_reader
+from lookback.query.search.candidates import rarity
+from lookback.query.search.reader import IndexReader
+
+from lookback.api import retrieve, search
+from lookback.settings import load_settings
+from tests.support import index_paths
+
+CWD = "/made/up/ranking"
+
+
+def write_session(path: Path, turns: list[tuple[str, str]]) -> Path:
+    """A linear v3 session of ``(role, text)`` turns, one second apart."""
+    lines = [{"type": "session", "version": 3, "id": "ranking-session", "cwd": CWD,
+              "timestamp": "2026-01-01T00:00:00Z"}]
+    for number, (role, text) in enumerate(turns):
+        content = [{"type": "text", "text": text}]
+        message = {"role": role, "content": content, "timestamp": 1767225600000 + number * 1000}
+        lines.append({"type": "message", "id": f"m{number:03d}",
+                      "parentId": f"m{number - 1:03d}" if number else None,
+                      "timestamp": f"2026-01-01T00:{number // 60:02d}:{number % 60:02d}Z",
+                      "message": message})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+@pytest.fixture
+def conversation(home, tmp_path):
+    """One old assistant turn about the camping trip among 40 newer user turns that
+    merely address Caroline (the common word of the question)."""
+    turns = [("assistant", "Melanie: the camping trip by the lake was the best weekend")]
+    topics = ["painting", "the kids", "pottery class", "a new job", "the beach", "music",
+              "adoption", "a charity race", "the garden", "books"]
+    for number in range(40):
+        turns.append(("user", f"Caroline: hey, tell me more about {topics[number % 10]} "
+                              f"{number}"))
+    turns.append(("user", "filler at the end"))
+    session = write_session(tmp_path / "s.jsonl", turns)
+    index_paths(home, session)
+    return session
+
+
+def test_a_rare_word_outweighs_a_common_one_and_every_non_topic_part(home, conversation):
+    settings = load_settings({"home": str(home)}, environ={})
+    answer = retrieve({"session_file": str(conversation), "message":
+                       "What did Caroline say about the camping trip?",
+                       "context_ids": ["m041"]}, settings=settings, reader=IndexReader(home))
+    first = answer["evidence"][0]
+    # older, an assistant's, and lacking the question's most common word: still first
+    assert first["entry_id"] == "m000"
+    assert any(reason.startswith("topic `camping` +") for reason in first["reasons"])
+    common = next(e for e in answer["evidence"] if e["entry_id"] != "m000")
+    weight = {r.split(" +")[0]: float(r.split(" +")[1]) for r in common["reasons"] if "+" in r}
+    assert weight["topic `Caroline`"] < 5  # in 40 of 42 rows: it tells little
+
+
+def test_rarity_comes_from_the_index_counts(home, conversation):
+    connection = open_reader(project_dir(home, CWD).index_path())
+    once, few, most = rarity(connection, ['"camping"', '"painting"', '"caroline"'])
+    assert once == 1.0  # in one row: the most informative a match can be
+    assert 0 < most < few < once
+    assert rarity(connection, ['"nowhere"']) == [1.0]  # no row: as rare as one
+
+
+@pytest.mark.parametrize("path", ["retrieve", "search"])
+def test_asking_for_more_results_never_changes_the_first_ones(home, conversation, path):
+    settings = load_settings({"home": str(home)}, environ={})
+    reader = IndexReader(home)
+    message = "Caroline painting kids pottery beach music"
+
+    def ids(limit: int) -> list[str]:
+        if path == "retrieve":
+            answer = retrieve({"session_file": str(conversation), "message": message,
+                               "context_ids": ["m041"], "max_results": limit},
+                              settings=settings, reader=reader)
+            return [e["entry_id"] for e in answer["evidence"]]
+        answer = search({"session_file": str(conversation), "text": message,
+                         "scope": "project", "max_results": limit},
+                        settings=settings, reader=reader)
+        return [r["entry_id"] for r in answer["results"]]
+
+    widest = ids(100)
+    assert len(widest) >= 40  # every Caroline row: a pool bigger than the default
+    for limit in (1, 3, 5, 12, 20, 40):
+        assert ids(limit) == widest[:limit]
