@@ -9,11 +9,13 @@ Imported only when ``lookback mcp`` runs (the SDK is the optional ``mcp`` extra)
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs
 
+import orjson
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -37,6 +39,7 @@ from lookback.mcp import (
 )
 from lookback.server.app import ReaderApp
 from lookback.server.auth import check_binding
+from lookback.server.errors import ApiError
 from lookback.settings import Settings
 
 log = logging.getLogger("lookback.mcp")
@@ -165,6 +168,12 @@ def run_stdio(settings: Settings, *, provider: str | None, project: str | None) 
 def http_app(settings: Settings, *, provider: str | None = None,
              reader_app: ReaderApp | None = None) -> tuple[Any, ReaderApp]:
     """(the guarded ASGI app serving ``/mcp``, the ReaderApp answering it)."""
+    guarded, app, _ = _http_parts(settings, provider, reader_app)
+    return guarded, app
+
+
+def _http_parts(settings: Settings, provider: str | None,
+                reader_app: ReaderApp | None) -> tuple[Any, ReaderApp, MCPServer]:
     app = reader_app or ReaderApp(settings)
     tools = HistoryTools(app, provider=provider)
 
@@ -179,7 +188,7 @@ def http_app(settings: Settings, *, provider: str | None = None,
         max_request_body_size=settings.server.max_request_bytes,
         # The reader's guard (wrapped around this app) checks Host and Origin instead.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    return GuardedApp(inner, app), app
+    return GuardedApp(inner, app), app, server
 
 
 def run_http(settings: Settings, *, host: str, port: int, provider: str | None,
@@ -205,4 +214,101 @@ def run_http(settings: Settings, *, host: str, port: int, provider: str | None,
         app.close()
 
 
-__all__ = ["build_server", "http_app", "run_http", "run_stdio"]
+class MountedMCP:
+    """The MCP endpoint inside ``lookback serve``: the same guarded ASGI app, answered on
+    an event loop of its own thread, for requests the reader's HTTP transport hands over
+    (``ReaderHTTPServer.mount``). The transport has already applied the guard and read
+    the body; the token and the grants are checked as for ``lookback mcp --http``.
+
+    The endpoint is stateless and answers JSON, so every request is one body in, one
+    body out.
+    """
+
+    def __init__(self, reader_app: ReaderApp, provider: str | None = None) -> None:
+        import asyncio
+
+        self.app, _, self.server = _http_parts(reader_app.settings, provider, reader_app)
+        self.timeout = reader_app.timeout
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lookback-mcp", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout=30):
+            raise RuntimeError("the MCP endpoint's event loop did not start")
+
+    def _run(self) -> None:
+        import asyncio
+
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        import asyncio
+
+        self._stop = asyncio.Event()
+        async with self.server.session_manager.run():  # what the app's lifespan would run
+            self._ready.set()
+            await self._stop.wait()
+
+    def __call__(self, method: str, target: str, headers: dict[str, str], body: bytes,
+                 deadline: float | None) -> tuple[int, bytes, dict[str, Any]]:
+        import asyncio
+
+        timeout = self.timeout if deadline is None else max(0.1, deadline - time.monotonic())
+        future = asyncio.run_coroutine_threadsafe(self._call(method, target, headers, body),
+                                                  self.loop)
+        try:
+            status, data = future.result(timeout=timeout)
+        except TimeoutError:
+            future.cancel()
+            return 503, orjson_error(503, "timeout", "the request ran over the server's "
+                                     "time limit"), {"error": "timeout"}
+        return status, data, {"mcp": True}
+
+    async def _call(self, method: str, target: str, headers: dict[str, str],
+                    body: bytes) -> tuple[int, bytes]:
+        path, _, query = target.partition("?")
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
+                 "query_string": query.encode("latin-1"), "root_path": "",
+                 "headers": [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                             for k, v in headers.items()],
+                 "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0)}
+        sent = False
+        status, chunks = 500, []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await self._stop.wait()  # no more body: wait as a disconnect would
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        await self.app(scope, receive, send)
+        return status, b"".join(chunks)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=5)
+
+
+def orjson_error(status: int, code: str, message: str) -> bytes:
+    return orjson.dumps(ApiError(status, code, message).payload())
+
+
+def mount_in(server: Any, provider: str | None = None) -> MountedMCP:
+    """Serve ``/mcp`` from a ``lookback serve`` server (``ReaderHTTPServer``)."""
+    mounted = MountedMCP(server.app, provider)
+    server.mount("/mcp", mounted)
+    return mounted
+
+
+__all__ = ["MountedMCP", "build_server", "http_app", "mount_in", "run_http", "run_stdio"]

@@ -19,6 +19,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", help="address to bind (default: server.host, 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: server.port, 8765)")
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
+    parser.add_argument("--mcp", action="store_true",
+                        help="also serve the MCP tools at /mcp (streamable HTTP, the same "
+                             "tokens and guards; needs pip install 'pi-lookback[mcp]')")
+    parser.add_argument("--mcp-provider", help="with --mcp: the provider MCP clients' results "
+                        "are for (default: an unnamed remote provider; a client may name one "
+                        "in its URL: /mcp?provider=anthropic)")
     parser.set_defaults(handler=run)
 
 
@@ -28,10 +34,18 @@ def run(args: argparse.Namespace) -> int:
     settings = load(args)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(message)s")
+    if args.mcp:
+        from lookback.mcp import require_sdk
+
+        require_sdk()  # before binding: a missing extra is a clear error, not a half start
     server = make_server(settings, args.host, args.port)
+    if args.mcp:
+        from lookback.mcp_server import mount_in
+
+        mount_in(server, args.mcp_provider)
     host, port = server.server_address[:2]
     logging.getLogger("lookback.server").warning(json.dumps(
         {"event": "listening", "host": host, "port": port,
-         "tokens": server.app.grants.required}))
+         "tokens": server.app.grants.required, "mcp": "/mcp" in server.mounts}))
     serve_forever(server)
     return 0

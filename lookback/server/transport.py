@@ -16,6 +16,7 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,7 +53,18 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
         self.app = app
         self.max_request_bytes = app.settings.server.max_request_bytes
         self.guard = Guard(app.settings.server.allowed_hosts, check_host=not app.grants.required)
+        #: Other apps served at a path (``lookback serve --mcp`` mounts /mcp): each takes
+        #: (method, target, headers, body, deadline), returns (status, body bytes, log
+        #: fields), and is reached only past the guard, as every endpoint.
+        self.mounts: dict[str, Mount] = {}
         super().__init__(address, _Handler)
+
+    def mount(self, path: str, handler: Mount) -> None:
+        self.mounts[path] = handler
+
+
+Mount = Callable[[str, str, dict[str, str], bytes, float | None],
+                tuple[int, bytes, dict[str, Any]]]
 
 
 class _Request:
@@ -122,6 +134,13 @@ class _Handler(socketserver.BaseRequestHandler):
             return self._refuse(request, ApiError(400, "invalid-request", "malformed body"))
         # HEAD is GET without the body.
         method = "GET" if request.method == "HEAD" else request.method
+        mounted = self.server.mounts.get(urlsplit(request.target).path) \
+            if self.server.mounts else None
+        if mounted is not None:
+            status, payload, fields = mounted(method, request.target, request.headers,
+                                              request.body, self.deadline)
+            self._answer(request, status, payload, fields, close=not request.keep_alive)
+            return request.keep_alive
         status, payload, fields = self.server.app.handle(
             method, request.target, request.headers.get("authorization"), request.body,
             deadline=self.deadline)
@@ -223,7 +242,7 @@ class _Handler(socketserver.BaseRequestHandler):
                     "status": status, "ms": 0.0, "bytes_in": 0, "bytes_out": bytes_out,
                     **fields}
         path = urlsplit(request.target).path
-        known = any(p == path for _, p in self.server.app.routes)
+        known = any(p == path for _, p in self.server.app.routes) or path in self.server.mounts
         return {"event": "request", "method": request.method[:10],
                 "endpoint": path if known else "(unknown)", "status": status,
                 "ms": round((time.perf_counter() - request.started) * 1000, 3),

@@ -1,0 +1,66 @@
+"""`lookback serve --mcp`: the MCP endpoint inside the reader's own process and port, behind
+its transport's guard, with the same tokens and grants as /v1/* (and as `lookback mcp
+--http`)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import httpx2
+import pytest
+
+from lookback.mcp_server import mount_in
+from lookback.server import make_server
+from tests.server.conftest import settings_for
+
+from .conftest import SESSION_ID, TOKEN_A, TOKEN_B, Projects
+from .test_http import ACCEPT, INITIALIZE, REFUSED, calls
+
+
+@pytest.fixture
+def served(projects: Projects) -> Iterator[str]:
+    tokens = {TOKEN_A: [str(projects.cwd_a)], TOKEN_B: [str(projects.cwd_b)]}
+    settings = settings_for(projects.home, server__tokens=tokens, freshness__tail=False)
+    server = make_server(settings, "127.0.0.1", 0)
+    mounted = mount_in(server)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        mounted.close()
+        server.app.close()
+        thread.join(timeout=5)
+
+
+def test_the_reader_serves_mcp_beside_v1_with_the_same_grants(served, projects):
+    url = f"{served}/mcp"
+    own, other, status = calls(
+        url, TOKEN_A,
+        ("history_search", {"query": "AppMessage[]", "project": str(projects.cwd_a),
+                            "scope": "project"}),
+        ("history_search", {"query": "AppMessage[]", "session_file": str(projects.file_b)}),
+        ("lookback_status", {}))
+    assert not own[0] and f"(session {SESSION_ID})" in own[1] and "Quoted content JSON" in own[1]
+    assert other[0] and other[1].endswith(REFUSED) and "0193f7a2-0000" not in other[1]
+    assert not status[0] and str(projects.cwd_a) in status[1]
+    assert str(projects.cwd_b) not in status[1]
+    # The /v1 endpoints answer on the same port, unchanged.
+    health = httpx2.get(f"{served}/v1/health", headers={"authorization": f"Bearer {TOKEN_B}"})
+    assert health.status_code == 200
+    assert [p["cwd"] for p in health.json()["projects"]] == [str(projects.cwd_b)]
+
+
+def test_the_transports_guard_and_tokens_come_first(served):
+    url = f"{served}/mcp"
+    assert httpx2.post(url, json=INITIALIZE, headers=ACCEPT).status_code == 401
+    answer = httpx2.post(url, json=INITIALIZE, headers={
+        **ACCEPT, "authorization": f"Bearer {TOKEN_A}", "origin": "http://evil.example"})
+    assert answer.status_code == 403 and answer.json()["error"]["code"] == "forbidden-origin"
+    answer = httpx2.post(url, content=b"{}", headers={
+        "accept": ACCEPT["accept"], "authorization": f"Bearer {TOKEN_A}",
+        "content-type": "text/plain"})
+    assert answer.status_code == 415
