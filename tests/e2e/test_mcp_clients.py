@@ -1,6 +1,7 @@
 """`lookback mcp` answering the real MCP clients, offline: Claude Code (registered with its own
-`claude mcp add`) and Pi 1.x (its `mcp.json`, with `"exposure": "direct"` so the model sees
-the tools; Pi's default, codemode, reaches them only from scripts).
+`claude mcp add`, on stdio and over HTTP to `lookback serve --mcp` with a token) and Pi 1.x
+(its `mcp.json`, with `"exposure": "direct"` so the model sees the tools; Pi's default,
+codemode, reaches them only from scripts).
 
 Each test indexes the compacted e2e session (its early turn about `AppMessage[]` is out of
 the model's context), lets the fake model call `history_search` through the client, and checks
@@ -15,10 +16,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from lookback.mcp_server import mount_in
+from lookback.server import make_server
+from tests.mcp.conftest import TOKEN_A, TOKEN_B, make_projects
+from tests.server.conftest import settings_for
 from tests.support import index_paths
 
 from .claude_harness import CALL_TOOL, ClaudeRunner, FakeAnthropic, install_claude, text_of
@@ -77,14 +83,65 @@ def test_claude_code_calls_history_search_and_receives_the_quoted_turn(indexed, 
         run = runner.run(project, f"{CALL_TOOL} {SEARCH} {json.dumps(arguments)}",
                          "--allowedTools", SEARCH)
     assert run.returncode == 0, run.stderr
-    results = [block for request in run.requests for message in request["messages"]
-               if message.get("role") == "user" and isinstance(message.get("content"), list)
-               for block in message["content"]
-               if isinstance(block, dict) and block.get("type") == "tool_result"]
+    results = tool_results(run.requests)
     assert results, f"Claude Code sent no tool result; stdout: {run.stdout[-500:]}"
     text = text_of(results[-1].get("content"))
     assert not results[-1].get("is_error"), text
     assert EVIDENCE_HEADER in text and EARLY_QUOTED in text
+
+
+def tool_results(requests: list[dict]) -> list[dict]:
+    """The tool_result blocks Claude Code sent back to the model, in order."""
+    return [block for request in requests for message in request["messages"]
+            if message.get("role") == "user" and isinstance(message.get("content"), list)
+            for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_result"]
+
+
+def test_claude_code_over_http_reads_only_its_tokens_project(tmp_path):
+    """`lookback serve --mcp` with two tokens; Claude Code holds token B. Its search of
+    project A is refused and carries nothing of A; its search of B quotes B's session."""
+    (tmp_path / "data").mkdir()
+    projects = make_projects(tmp_path, tmp_path / "data")
+    tokens = {TOKEN_A: [str(projects.cwd_a)], TOKEN_B: [str(projects.cwd_b)]}
+    server = make_server(settings_for(projects.home, server__tokens=tokens,
+                                      freshness__tail=False), "127.0.0.1", 0)
+    mounted = mount_in(server)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    command = installed_or_fail(install_claude, "Claude Code")
+    try:
+        with FakeAnthropic() as model:
+            runner = ClaudeRunner(command, model, tmp_path / "home")
+            runner.home.mkdir()
+            url = f"http://127.0.0.1:{server.server_address[1]}/mcp?provider=anthropic"
+            added = subprocess.run(
+                [*command, "mcp", "add", "--scope", "user", "--transport", "http", "lookback",
+                 url, "--header", f"Authorization: Bearer {TOKEN_B}"],
+                cwd=projects.cwd_b, env=runner.environment(None), capture_output=True,
+                text=True, timeout=120, check=False)
+            assert added.returncode == 0, added.stderr
+            found = {}
+            for name, project in (("a", projects.cwd_a), ("b", projects.cwd_b)):
+                arguments = {"query": "AppMessage[]", "scope": "project", "project": str(project)}
+                run = runner.run(projects.cwd_b, f"{CALL_TOOL} {SEARCH} {json.dumps(arguments)}",
+                                 "--allowedTools", SEARCH)
+                assert run.returncode == 0, run.stderr
+                results = tool_results(run.requests)
+                assert results, f"Claude Code sent no tool result; stdout: {run.stdout[-500:]}"
+                found[name] = (results[-1].get("is_error"), text_of(results[-1].get("content")))
+    finally:
+        server.shutdown()
+        server.server_close()
+        mounted.close()
+        server.app.close()
+        thread.join(timeout=5)
+    refused, text_a = found["a"]
+    assert refused and "refused" in text_a
+    assert EVIDENCE_HEADER not in text_a and "AppMessage" not in text_a
+    assert "0193f7a2-5c1e" not in text_a  # project A's session id
+    shown, text_b = found["b"]
+    assert not shown and EARLY_QUOTED in text_b and "0193f7a2-0000" in text_b
 
 
 def test_pi_1x_calls_history_search_and_receives_the_quoted_turn(indexed, tmp_path):
