@@ -3,8 +3,16 @@ its new lines into events.
 
 Pi appends one JSON object per line. A re-run reads only the complete lines added
 since the remembered ``FileState``; a file that shrank or whose already-read prefix
-changed (Pi rewrites v1/v2 files in place when it opens them) is a rewrite, and the
-whole session is re-read behind a ``reset`` event instead of being duplicated.
+changed (Pi rewrites v1/v2 files in place when it opens them; an editor may change
+one word and keep the size) is a rewrite, and the whole session is re-read behind a
+``reset`` event instead of being duplicated.
+
+The rewrite check: the header and the last read line are compared by hash on every
+read; the whole read prefix is compared by its CRC-32 (``FileState.prefix_crc``, kept
+incrementally as lines are read) whenever the file's size or ctime differs from
+the read that made the state (``FileState.seen``), so an untouched file costs no
+re-read and any change of content is caught (a change within the same ctime tick
+as that read, with the same size, waits until the file changes again).
 
 Lines are read with a size limit, so a 50 MB line costs a skip, not 50 MB of memory.
 """
@@ -15,6 +23,7 @@ import hashlib
 import json
 import os
 import stat
+import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, BinaryIO
@@ -76,6 +85,8 @@ class FileState:
     positions: int = 1  # parsed objects so far, header included (v1 ids count them)
     last_entry_id: str | None = None  # v1 entries chain to the previous one
     format: str = PI  # PI or claude_code.FORMAT: how the lines are turned into events
+    prefix_crc: int | None = None  # CRC-32 of bytes [0, offset); None: an older state
+    seen: str = ""  # "size:ctime_ns" of the file when this state was read
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -130,27 +141,32 @@ def read_session(path: str, state: FileState | None = None, *,
     stats = stats if stats is not None else ReadStats()
     path = os.path.abspath(path)
     with open_session_file(path) as handle:
-        size = os.fstat(handle.fileno()).st_size
+        info = os.fstat(handle.fileno())
+        size, seen = info.st_size, _seen(info)
         pending: list[Event] = []
-        if state is not None and not _prefix_unchanged(handle, state, size):
+        if state is not None and not _prefix_unchanged(handle, state, size, seen):
             stats.rewrites += 1
             pending.append(Event("reset", state.session_id, state.cwd, {"reason": "rewritten"}))
             state = None
         if state is not None and size == state.offset:
+            if state.prefix_crc is not None and seen != state.seen:  # touched, same bytes
+                yield Batch([], replace(state, seen=seen))  # so the next run is cheap again
             return
         if state is None:
             state, header = _read_header(handle, path, max_line_bytes, stats)
             pending.append(Event("session", state.session_id, state.cwd, header))
         else:
             handle.seek(state.offset)
-        yield from _read_body(handle, state, pending, stats, max_line_bytes, batch_events)
+        yield from _read_body(handle, state, pending, stats, max_line_bytes, batch_events,
+                              seen)
 
 
 def is_rewritten(path: str, state: FileState) -> bool:
     """True when ``path`` no longer starts with what ``state`` read: it shrank, or its
-    header or last read line changed (a rewrite, not an append)."""
+    header, last read line or any byte it read changed (a rewrite, not an append)."""
     with open_session_file(path) as handle:
-        return not _prefix_unchanged(handle, state, os.fstat(handle.fileno()).st_size)
+        info = os.fstat(handle.fileno())
+        return not _prefix_unchanged(handle, state, info.st_size, _seen(info))
 
 
 def session_identity(path: str,
@@ -184,8 +200,8 @@ def open_session_file(path: str) -> BinaryIO:
 
 
 def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: ReadStats,
-               max_line_bytes: int, batch_events: int) -> Iterator[Batch]:
-    cursor = _Cursor(state)
+               max_line_bytes: int, batch_events: int, seen: str) -> Iterator[Batch]:
+    cursor = _Cursor(state, handle.fileno(), seen)
     for start, end, line in _complete_lines(handle, state.offset, max_line_bytes, stats):
         stats.lines += 1
         cursor.offset = end
@@ -211,17 +227,26 @@ def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: 
 class _Cursor:
     """The mutable reading position; frozen into a FileState at batch ends."""
 
-    def __init__(self, state: FileState) -> None:
+    def __init__(self, state: FileState, fd: int, seen: str) -> None:
         self.base = state
+        self.fd = fd
+        self.seen = seen
         self.offset = state.offset
         self.positions = state.positions
         self.last_entry_id = state.last_entry_id
         self.last_line_start = state.last_line_start
         self.last_line: bytes | None = None
+        # an older state has no CRC yet: start one from what its cheap checks passed
+        self.crc = state.prefix_crc if state.prefix_crc is not None \
+            else _crc(fd, 0, state.offset)
+        self.crc_offset = state.offset
 
     def state(self) -> FileState:
+        self.crc = _crc(self.fd, self.crc_offset, self.offset, self.crc)
+        self.crc_offset = self.offset
         changes = {"offset": self.offset, "size": max(self.base.size, self.offset),
-                   "positions": self.positions, "last_entry_id": self.last_entry_id}
+                   "positions": self.positions, "last_entry_id": self.last_entry_id,
+                   "prefix_crc": self.crc, "seen": self.seen}
         if self.last_line is not None:
             changes.update(last_line_start=self.last_line_start,
                            last_line_hash=_digest(self.last_line))
@@ -305,6 +330,7 @@ def _read_header(handle: BinaryIO, path: str, max_line_bytes: int,
             version=header_version(obj),
             size=end, offset=end, header_len=end, header_hash=_digest(_prefix(handle, end)),
             last_line_start=start, last_line_hash=_digest(line),
+            prefix_crc=_crc(handle.fileno(), 0, end),
         )
         header = {"file": state.path, "cwd": state.cwd, "version": state.version,
                   "started_at": _str(obj.get("timestamp")) or None,
@@ -336,7 +362,7 @@ def _claude_header(handle: BinaryIO, path: str, max_line_bytes: int,
                       cwd=identity.cwd, version=1, size=0, offset=0, header_len=first_end,
                       header_hash=_digest(_prefix(handle, first_end)),
                       last_line_start=0, last_line_hash=_digest(b""), positions=0,
-                      format=claude_code.FORMAT)
+                      format=claude_code.FORMAT, prefix_crc=0)
     header = {"file": state.path, "cwd": identity.cwd, "version": 1, "format": claude_code.FORMAT,
               "started_at": identity.started_at, "parent_session": identity.parent_session}
     return state, header
@@ -362,14 +388,38 @@ def _prefix(handle: BinaryIO, length: int) -> bytes:
     return data
 
 
-def _prefix_unchanged(handle: BinaryIO, state: FileState, size: int) -> bool:
+def _prefix_unchanged(handle: BinaryIO, state: FileState, size: int, seen: str) -> bool:
+    """The cheap checks first (size, header, last line); then, when the file changed
+    since ``state`` was read, every byte of the read prefix by its CRC."""
     if size < state.offset:
         return False
     if _digest(_prefix(handle, state.header_len)) != state.header_hash:
         return False
     handle.seek(state.last_line_start)
     last = handle.read(state.offset - state.last_line_start)
-    return _digest(last) == state.last_line_hash
+    if _digest(last) != state.last_line_hash:
+        return False
+    if state.prefix_crc is None or seen == state.seen:
+        return True
+    return _crc(handle.fileno(), 0, state.offset) == state.prefix_crc
+
+
+def _seen(info: os.stat_result) -> str:
+    """What tells a changed file from an untouched one: its size and ctime (which every
+    write moves and no program can set back)."""
+    return f"{info.st_size}:{info.st_ctime_ns}"
+
+
+def _crc(fd: int, start: int, end: int, crc: int = 0) -> int:
+    """CRC-32 of the file's bytes [start, end), continuing ``crc`` (reads with ``pread``:
+    the buffered handle's position stays where it is)."""
+    while start < end:
+        chunk = os.pread(fd, min(end - start, 1 << 20), start)
+        if not chunk:
+            break  # the file shrank meanwhile: the next read sees a rewrite
+        crc = zlib.crc32(chunk, crc)
+        start += len(chunk)
+    return crc
 
 
 def _complete_lines(handle: BinaryIO, offset: int, max_line_bytes: int,

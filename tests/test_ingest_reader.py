@@ -165,6 +165,46 @@ def test_a_rewritten_file_resets_the_session(tmp_path):
     assert [e.kind for e in events] == ["reset", "session", "entry", "entry", "entry"]
 
 
+@pytest.mark.parametrize("appended", [False, True])
+def test_an_edit_in_place_of_the_same_size_is_a_rewrite(tmp_path, appended):
+    """Neither the header nor the last line changes, nor the size (or it only grows):
+    any changed byte of the part already read still makes the file a rewrite."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(line(HEADER) + line(message("a", None, "please MERGE the branch"))
+                    + line(message("b", "a", "done")))
+    _, state, _ = read_all(path)
+    path.write_text(path.read_text().replace("MERGE", "PATCH"))
+    if appended:
+        with open(path, "a") as handle:
+            handle.write(line(message("c", "b", "and then")))
+    events, state, stats = read_all(path, state)
+    assert stats.rewrites == 1
+    assert events[0].kind == "reset"
+    assert [e["text"] for e in entries(events)][:2] == ["please PATCH the branch", "done"]
+    events, _, stats = read_all(path, state)  # read again: nothing new, no rewrite
+    assert events == [] and stats.rewrites == 0
+
+
+def test_an_edit_in_place_is_reindexed(home, tmp_path):
+    from lookback.index.layout import project_dir
+    from lookback.index.store import open_reader
+
+    from tests.support import index_paths
+
+    path = tmp_path / "s.jsonl"
+    original = fixture_path("pi-session-v3.jsonl").read_text()
+    path.write_text(original)
+    index_paths(home, path)
+    edited = original.replace("Capture LastExportUtc", "Capture LastImportUtc", 1)
+    assert len(edited) == len(original) and edited != original
+    path.write_text(edited)
+    assert index_paths(home, path).read.rewrites == 1
+    db = open_reader(project_dir(home, "/workspace/demo").index_path())
+    text = db.execute("SELECT text FROM entries WHERE entry_id = '00000002'").fetchone()[0]
+    db.close()
+    assert text == "Implement OracleProvider. Capture LastImportUtc before export."
+
+
 def test_a_truncated_file_resets_the_session(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_text(line(HEADER) + line(message("a", None, "one")) + line(message("b", "a", "2")))
