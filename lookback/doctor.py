@@ -72,8 +72,10 @@ class Situation:
 
     @property
     def reader_url(self) -> str:
+        """The reader the Pi extension asks (``$LOOKBACK_URL``, else the settings')."""
+        configured = self.environ.get("LOOKBACK_URL", "").strip().rstrip("/")
         server = self.settings.server
-        return f"http://{server.host}:{server.port}"
+        return configured or f"http://{server.host}:{server.port}"
 
     @cached_property
     def projects(self) -> list[ProjectDir]:
@@ -201,20 +203,52 @@ def _is_lookback_package(entry: Any) -> bool:
 
 
 def check_claude_hook(situation: Situation) -> list[Finding]:
-    """Lookback's UserPromptSubmit hook in Claude Code's user or project settings."""
+    """Lookback's UserPromptSubmit hook in Claude Code's user or project settings, and
+    that it still works: its Python and script exist, it asks the configured reader."""
     if not situation.claude_dir.is_dir():
         return [Finding("claude-code hook", NOTE,
                         f"Claude Code not found ({situation.claude_dir})")]
     places = [situation.claude_dir / "settings.json",
               situation.cwd / ".claude" / "settings.json",
               situation.cwd / ".claude" / "settings.local.json"]
+    fix = "lookback install claude-code --user"
     for place in places:
-        groups = (_json(place).get("hooks") or {}).get("UserPromptSubmit") or []
-        if CLAUDE_HOOK_MARK in json.dumps(groups):
-            return [Finding("claude-code hook", OK, f"installed in {place}")]
+        commands = [hook.get("command") for group in _hook_groups(_json(place))
+                    for hook in group.get("hooks") or [] if isinstance(hook, dict)
+                    and CLAUDE_HOOK_MARK in str(hook.get("command"))]
+        if not commands:
+            continue
+        problem = _hook_problem(str(commands[-1]), situation.reader_url)
+        if problem:
+            fix = fix if place == places[0] else \
+                f"lookback install claude-code --project {shlex.quote(str(situation.cwd))}"
+            return [Finding("claude-code hook", PROBLEM, f"the hook in {place} {problem}", fix)]
+        return [Finding("claude-code hook", OK, f"installed in {place}")]
     return [Finding("claude-code hook", PROBLEM, "Lookback's UserPromptSubmit hook is not in "
-                    f"{places[0]} nor in this project's .claude/settings.json",
-                    "lookback install claude-code --user")]
+                    f"{places[0]} nor in this project's .claude/settings.json", fix)]
+
+
+def _hook_groups(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    hooks = settings.get("hooks")
+    groups = hooks.get("UserPromptSubmit") if isinstance(hooks, dict) else None
+    return [g for g in groups or [] if isinstance(g, dict)]
+
+
+def _hook_problem(command: str, reader_url: str) -> str | None:
+    """Why the installed hook command cannot work, or None."""
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return "is not a command this version wrote"
+    scripts = [p for p in parts if p.endswith(CLAUDE_HOOK_MARK)]
+    if not parts or not Path(parts[0]).exists():
+        return f"runs {parts[0] if parts else '(nothing)'}, which no longer exists"
+    if scripts and not Path(scripts[0]).exists():
+        return f"runs {scripts[0]}, which no longer exists"
+    url = parts[parts.index("--url") + 1] if "--url" in parts[:-1] else None
+    if url and url.rstrip("/") != reader_url:
+        return f"asks {url}, but the reader is configured at {reader_url}"
+    return None
 
 
 def mcp_registrations(situation: Situation) -> list[tuple[str, list[tuple[Path, list[str]]], str]]:

@@ -175,3 +175,30 @@ def test_a_check_that_breaks_is_a_problem_and_the_others_still_run(user):
     findings = run_checks(Situation(load_settings(), dict(os.environ), Path.cwd()),
                           [broken, fine])
     assert [(f.check, f.status) for f in findings] == [("broken", "problem"), ("fine", "ok")]
+
+
+def test_a_hook_whose_python_is_gone_or_asks_another_port_is_a_problem(user, capsys):
+    assert lookback("install", "claude-code", "--user") == 0
+    settings_file = user / ".claude" / "settings.json"
+    installed = json.loads(settings_file.read_text())
+    hook = installed["hooks"]["UserPromptSubmit"][0]["hooks"][0]
+    good = hook["command"]
+
+    hook["command"] = good.replace(shlex.split(good)[0], str(user / "old-venv" / "python"), 1)
+    settings_file.write_text(json.dumps(installed))
+    _, found = doctor(capsys)
+    finding = found["claude-code hook"][0]
+    assert finding["status"] == "problem" and "no longer exists" in finding["summary"]
+    assert finding["fix"] == "lookback install claude-code --user"
+
+    parts = shlex.split(good)
+    parts[parts.index("--url") + 1] = "http://127.0.0.1:1"
+    hook["command"] = shlex.join(parts)
+    settings_file.write_text(json.dumps(installed))
+    _, found = doctor(capsys)
+    assert "asks http://127.0.0.1:1, but the reader is configured at" in \
+        found["claude-code hook"][0]["summary"]
+
+    assert lookback("install", "claude-code", "--user") == 0  # the fix
+    _, found = doctor(capsys)
+    assert found["claude-code hook"][0]["status"] == "ok"
