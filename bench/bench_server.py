@@ -1,6 +1,6 @@
 """What `lookback serve` adds over the in-process call, at 5,000 indexed messages.
 
-    python bench/bench_server.py [--messages 5000] [--runs 100]
+    python bench/bench_server.py [--messages 5000] [--runs 100] [--flood 1200]
 
 Indexes a corpus of the fixtures' real text (bench/corpus.py), then times, warm:
 
@@ -10,6 +10,10 @@ Indexes a corpus of the fixtures' real text (bench/corpus.py), then times, warm:
   encode, manifest record);
 - ``http, cached``: the same request answered from the cache (Pi asks again with the
   same inputs before every model turn).
+
+- ``flood``: a server under ``ulimit -n 1024`` holding ``--flood`` (1,200) connections that
+  send nothing, asked the same request on a new connection ``--flood-runs`` times (the
+  connection bound closes the longest-idle ones to make room; issue 20 item 10).
 
 The request names an explicit branch and a context of the last 20 entries, like the
 Pi extension, so the earlier entries are eligible evidence. Reports p50/p95/max in ms
@@ -52,11 +56,12 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 class Server:
     """A real `lookback serve` process (its own interpreter and GIL) and a keep-alive client."""
 
-    def __init__(self, environ: dict[str, str]) -> None:
+    def __init__(self, environ: dict[str, str], max_open_files: int | None = None) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "lookback.cli", "serve", "--quiet", "--port", str(self.port)],
-            env={**os.environ, **environ}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            env={**os.environ, **environ}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            preexec_fn=None if max_open_files is None else lambda: _limit_files(max_open_files))
         wait_until_listening(self.port, self.process)
         self.connection = http.client.HTTPConnection("127.0.0.1", self.port)
 
@@ -81,6 +86,45 @@ class Server:
         self.connection.close()
         self.process.terminate()
         self.process.wait(timeout=10)
+
+
+def _limit_files(count: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE,
+                       (count, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
+def flood(environ: dict[str, str], body: bytes, idle: int, runs: int) -> dict[str, float]:
+    """Latency of a request on a new connection while ``idle`` connections that send
+    nothing are open, the server under ``ulimit -n 1024``."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < idle + 64:  # this process holds the idle connections
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, idle + 64), hard))
+    server = Server(environ, max_open_files=1024)
+    held: list[socket.socket] = []
+    samples = []
+    try:
+        server.retrieve(body)  # warm
+        for _ in range(idle):
+            held.append(socket.create_connection(("127.0.0.1", server.port), timeout=60))
+        for _ in range(runs):
+            started = time.perf_counter()
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            connection.request("POST", "/v1/retrieve", body=body,
+                               headers={"content-type": "application/json"})
+            response = connection.getresponse()
+            assert response.status == 200, response.status
+            response.read()
+            connection.close()
+            samples.append((time.perf_counter() - started) * 1000)
+    finally:
+        for connection in held:
+            connection.close()
+        server.close()
+    return percentiles(samples)
 
 
 def interleaved(calls: dict, runs: int, warmup: int = 10) -> dict[str, list[float]]:
@@ -132,6 +176,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
                         help="extra settings for the server, e.g. LOOKBACK_SERVER__WORKERS=0")
+    parser.add_argument("--flood", type=int, default=1200,
+                        help="idle connections for the flood case (0: skip it)")
+    parser.add_argument("--flood-runs", type=int, default=20)
     args = parser.parse_args()
 
     from lookback.index.sink import EmbeddedSink
@@ -175,6 +222,8 @@ def main() -> None:
         finally:
             uncached.close()
             cached.close()
+        flooded = flood({**environ, **extra, "LOOKBACK_SERVER__CACHE_ENTRIES": "0"}, body,
+                        args.flood, args.flood_runs) if args.flood else None
 
     results = {"messages": report.read.entries, "evidence": evidence, "runs": args.runs,
                "request_bytes": len(body)}
@@ -188,6 +237,9 @@ def main() -> None:
                                      "server_cache_off": cpu["http_cache_off_ms"],
                                      "server_cached": cpu["http_cached_ms"]}
     results["cpu_overhead_ms"] = round(cpu["http_cache_off_ms"] - cpu["in_process_ms"], 3)
+    if flooded is not None:
+        results["flood"] = {"idle_connections": args.flood, "ulimit_n": 1024,
+                            "new_connection_retrieve_ms": flooded}
     print(json.dumps(results, indent=2))
 
 

@@ -69,6 +69,11 @@ class Server(Section):
     max_request_bytes: Positive = 4_000_000
     cache_entries: Annotated[int, msgspec.Meta(ge=0)] = 512
     request_timeout_seconds: PositiveFloat = 10.0
+    #: how long a connection may wait before a request's first byte (new or kept alive)
+    idle_timeout_seconds: PositiveFloat = 5.0
+    #: open connections at most (and at most a quarter of the open-file limit); a new one
+    #: beyond it closes the longest-idle connection
+    max_connections: Positive = 256
     #: threads answering calls; 0 answers on the connection's own thread
     workers: Annotated[int, msgspec.Meta(ge=0)] = 4
     #: Host names (besides loopback) requests may name when no tokens are set

@@ -5,12 +5,20 @@ chunked bodies, ``Expect: 100-continue``, pipelined requests); this module reads
 socket, bounds what a client may send (head size, header count, body size), hands the
 request to ``ReaderApp.handle`` and writes each answer with one ``sendall``. One JSON
 log line per answered request, with counts and timings only.
+
+Connections are bounded (``Connections``): at most ``server.max_connections`` (and a
+quarter of the open-file limit) are open; a new one beyond that closes the connection
+that has waited longest for a request's first byte, so a flood of connections that
+send nothing cannot keep a real request out, nor exhaust the process's descriptors.
+A connection waits ``server.idle_timeout_seconds`` for a request's first byte.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import resource
 import signal
 import socket
 import socketserver
@@ -40,6 +48,81 @@ RECV_BYTES = 65536
 LISTEN_BACKLOG = 1024
 
 
+class Connections:
+    """The open connections, bounded: admitting one beyond ``limit`` closes the one that
+    has waited longest for a request's first byte (shut down, so its thread's ``recv``
+    returns at once); when none is waiting, the new one is refused."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._open = 0
+        self._idle: dict[socket.socket, None] = {}  # longest-waiting first
+        self._evicted: set[socket.socket] = set()  # shut down, not closed yet
+        self.evicted = 0
+        self.refused = 0
+
+    def admit(self, connection: socket.socket) -> bool:
+        """Count ``connection`` in; False (refused) when no room can be made."""
+        with self._lock:
+            if self._open - len(self._evicted) >= self.limit and not self._evict_one():
+                self.refused += 1
+                return False
+            self._open += 1
+            return True
+
+    def make_room(self) -> bool:
+        """Close the longest-idle connection (the process ran out of descriptors)."""
+        with self._lock:
+            return self._evict_one()
+
+    def _evict_one(self) -> bool:
+        if not self._idle:
+            return False
+        oldest = next(iter(self._idle))
+        del self._idle[oldest]
+        self._evicted.add(oldest)
+        self.evicted += 1
+        try:
+            oldest.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # the client left already
+        return True
+
+    def waiting(self, connection: socket.socket) -> None:
+        """``connection`` waits for a request's first byte: it may be closed for room."""
+        with self._lock:
+            if connection not in self._evicted:
+                self._idle[connection] = None
+
+    def working(self, connection: socket.socket) -> bool:
+        """``connection`` has bytes of a request; False when it was closed meanwhile."""
+        with self._lock:
+            self._idle.pop(connection, None)
+            return connection not in self._evicted
+
+    def closed(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._idle.pop(connection, None)
+            self._evicted.discard(connection)
+            self._open -= 1
+
+    def close_idle(self) -> None:
+        """Close every waiting connection (the server is stopping)."""
+        with self._lock:
+            while self._evict_one():
+                pass
+
+
+def connection_limit(configured: int) -> int:
+    """``server.max_connections``, and at most a quarter of the open-file limit (each
+    connection is a descriptor; the indexes, the listener and a margin need the rest)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return configured
+    return max(1, min(configured, soft // 4))
+
+
 class ReaderHTTPServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -52,19 +135,47 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
             self.address_family = socket.AF_INET6
         self.app = app
         self.max_request_bytes = app.settings.server.max_request_bytes
+        self.idle_timeout = app.settings.server.idle_timeout_seconds
         self.guard = Guard(app.settings.server.allowed_hosts, check_host=not app.grants.required)
         #: Other apps served at a path (``lookback serve --mcp`` mounts /mcp): each takes
         #: (method, target, headers, body, deadline), returns (status, body bytes, log
         #: fields), and is reached only past the guard, as every endpoint.
         self.mounts: dict[str, Mount] = {}
+        self.connections = Connections(connection_limit(app.settings.server.max_connections))
         super().__init__(address, _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            return super().get_request()
+        except OSError as error:
+            if error.errno in (errno.EMFILE, errno.ENFILE):
+                # Out of descriptors: free one for the next accept; without an idle
+                # connection to close, pause instead of spinning on the listener.
+                if not self.connections.make_room():
+                    time.sleep(0.05)
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.connections.admit(request):
+            self.shutdown_request(request, counted=False)
+            return
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any, counted: bool = True) -> None:
+        if counted:
+            self.connections.closed(request)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        self.connections.close_idle()  # their threads end now, not at the idle timeout
+        super().server_close()
 
     def mount(self, path: str, handler: Mount) -> None:
         self.mounts[path] = handler
 
 
 Mount = Callable[[str, str, dict[str, str], bytes, float | None],
-                tuple[int, bytes, dict[str, Any]]]
+                 tuple[int, bytes, dict[str, Any]]]
 
 
 class _Request:
@@ -192,10 +303,18 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def _recv(self) -> bytes:
         """The next bytes from the client, within the request's deadline (before a
-        request starts: within the idle timeout of a keep-alive connection)."""
+        request starts: within the idle timeout, and the connection may be closed to
+        make room for another)."""
         if self.deadline is None:
-            self.request.settimeout(self.timeout)
-            data = self.request.recv(RECV_BYTES)
+            connections = self.server.connections
+            self.request.settimeout(self.server.idle_timeout)
+            connections.waiting(self.request)
+            try:
+                data = self.request.recv(RECV_BYTES)
+            finally:
+                kept = connections.working(self.request)
+            if not kept:
+                return b""  # closed for room: as if the client had left
             self.deadline = time.monotonic() + self.timeout
             return data
         remaining = self.deadline - time.monotonic()

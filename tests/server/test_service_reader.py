@@ -9,12 +9,8 @@ free port on loopback: every connection is refused at once.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,49 +20,10 @@ from lookback.workers.sink import Backoff
 
 from tests.service.conftest import REDIS_URL, cleanup, make_service
 
-from .client import Client
 from .conftest import retrieve_body
+from .processes import ServeProcess, free_port, wait_until
 
 NUDGES = 8  # twice the engine's threads: each used to take one for good
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until(condition, what: str, seconds: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.05)
-    return found
-
-
-class ServeProcess:
-    """``lookback serve --port 0`` in its own process; the port from its first log line."""
-
-    def __init__(self, home: Path, environ: dict[str, str]) -> None:
-        self.log = home.parent / "serve.log"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "lookback.cli", "--home", str(home), "serve", "--port", "0",
-             "--quiet"], env={**os.environ, **environ}, stdout=subprocess.DEVNULL,
-            stderr=self.log.open("w"))
-        self.port = wait_until(self._port, "the reader listening")
-        self.client = Client(self.port)
-
-    def _port(self) -> int | None:
-        assert self.process.poll() is None, self.log.read_text()
-        for line in self.log.read_text().splitlines():
-            if '"listening"' in line:
-                return json.loads(line)["port"]
-        return None
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 @pytest.fixture
