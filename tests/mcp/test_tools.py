@@ -118,3 +118,31 @@ def test_status_lists_projects_sessions_and_lag(app, projects):
     assert text.startswith("2 indexed projects (embedded mode).")
     assert f"cwd {projects.cwd_a}, 1 sessions, 7 entries" in text
     assert f"session {SESSION_ID}: 7 entries, up to date" in text
+
+
+def test_neighbours_follow_the_entrys_own_branch_and_skip_summaries(tmp_path, home):
+    """branching.jsonl: e1 → e2 → e3 → e4 → e5 (compaction) → e6, and e2 → e7 → e8 (the
+    leaf). e4 is off the current branch: after it comes its own continuation, e6 (the
+    compaction e5 is no evidence), never the other branch's e7."""
+    from tests.support import fixture_path, index_paths
+
+    index_paths(home, fixture_path("branching.jsonl"))
+    app = ReaderApp(settings_for(home, freshness__tail=False))
+    try:
+        body = {"project": "/fixture", "session_id": "fixture-session", "entry_id": "e4",
+                "before": 5, "after": 5, "provider": "ollama"}
+        status, payload, _ = app.handle("POST", "/v1/source", None, json.dumps(body).encode())
+        answer = payload if isinstance(payload, dict) else json.loads(payload)
+        assert status == 200 and answer["entry"]["entry_id"] == "e4"
+        assert [e["entry_id"] for e in answer["after"]] == ["e6"]
+        assert [e["entry_id"] for e in answer["before"]] == ["e1", "e3"]
+        assert "e7" not in json.dumps(answer)
+        on_branch = {**body, "entry_id": "e1", "before": 0, "after": 5}
+        status, payload, _ = app.handle("POST", "/v1/source", None,
+                                        json.dumps(on_branch).encode())
+        answer = payload if isinstance(payload, dict) else json.loads(payload)
+        # e1 lies on the current branch (e1, e2, e7, e8): what follows it is that branch's
+        # (e7; e8 has no text), nothing of the other one (e3, e4, e6).
+        assert answer["status"] == "ok" and [e["entry_id"] for e in answer["after"]] == ["e7"]
+    finally:
+        app.close()
