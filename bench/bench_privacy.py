@@ -4,7 +4,8 @@
 
 Excerpts are 2,000-character slices of the fixtures' real session text (the shape
 evidence excerpts have); the 1 MB cases are the same text joined, and an adversarial
-text dense with every trigger keyword (the worst case for the windowed detectors).
+text dense with every trigger keyword (the worst case for the windowed detectors), with
+and without the credential-name, header and command triggers.
 The target is well under 1 ms per 2 KB excerpt and a bounded cost per megabyte.
 """
 
@@ -54,6 +55,11 @@ def main() -> None:
     print(f"1 MB session text: {timed_ms(text[:1_000_000]):.1f} ms")
     dense = ("key = token pass secret aws -us _authToken xox //a/ " * 20_000)[:1_000_000]
     print(f"1 MB trigger-dense text: {timed_ms(dense):.1f} ms")
+    # The assignment, header and command triggers too: every one opens a window.
+    commands = ("key = token pass secret aws -us _authToken xox //a/ api_key = x-api-key: "
+                "bearer authorization: --token mysql -p curl -u machine docker login ya29. "
+                "hf_ " * 8_000)[:1_000_000]
+    print(f"1 MB text dense with every trigger: {timed_ms(commands):.1f} ms")
 
 
 if __name__ == "__main__":

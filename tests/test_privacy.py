@@ -14,6 +14,8 @@ from lookback.query.privacy.policy import (
     classify_spans,
 )
 
+from tests.server import test_privacy_gate
+
 FIXTURES = Path(__file__).parent / "fixtures" / "pi-sessions"
 
 # Real-looking, fake credentials (AWS's documented example key and made-up tokens).
@@ -42,6 +44,19 @@ SECRETS = {
     "json token": '{"SLACK_BOT_TOKEN": "abc123def456ghi"}',
     "compose password": "      - MYSQL_ROOT_PASSWORD=example123",
     "password-only url": "REDIS_URL=redis://:Sup3rSecretPw@cache.internal:6379/0",
+    # beside the shapes of tests/server/test_privacy_gate.py
+    "mysqldump -p": "mysqldump -h db -u backup -pBackUp99 app > app.sql",
+    "curl -u": "curl -u admin:s3cretpass https://ci.example.com/api/json",
+    "basic auth header": "Authorization: Basic YWRtaW46czNjcmV0cGFzc3dk",
+    "x-auth-token": "X-Auth-Token: 8d3f1a9c7e5b2d4f6a8c",
+    "private-token": 'curl --header "PRIVATE-TOKEN: f00dcafe1234beef5678" https://gitlab',
+    "json dotted password": '{"password": "Horse.Battery.Staple"}',
+    "yaml dotted digits": "  client_secret: abc123.def456.ghi789",
+    "stripe test key": "stripe.api_key = sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+    "netrc one line": "machine ftp.example.com login bob password hunter22",
+    "sshpass": "sshpass -p 'Sup3r$ecret' ssh deploy@host",
+    "jwt in a url": "https://cdn.example.com/a.png?token=eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9"
+    ".eyJzdWIiOiJ1cm46YXBwOjdlMGQxODg5In0.c2lnbmF0dXJlMTIz",
 }
 
 PEM = (
@@ -104,23 +119,44 @@ def test_real_session_text_stays_normal():
     assert flagged == []
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "password = getpass.getpass()",
-        'token = os.environ["GITHUB_TOKEN"]',
-        "See https://github.com/badlogic/pi-mono for the sk-learn comparison",
-        'api_key = "${OPENAI_API_KEY}"',
-        "const sessionKey = `${cwd}:${id}`;",
-        "db_password: string;",
-        "DB_PASSWORD=${DB_PASSWORD}",
-        "const token = process.env.GITHUB_TOKEN;",
-        "max_tokens: 4096",
-        "secret: Optional[str] = None",
-        "token = next_token",
-        "redis://localhost:6379/0",
-    ],
-)
+#: Ordinary code and prose about credentials: near misses of every detector's shape.
+NOT_SECRETS = [
+    "password = getpass.getpass()",
+    'token = os.environ["GITHUB_TOKEN"]',
+    "See https://github.com/badlogic/pi-mono for the sk-learn comparison",
+    'api_key = "${OPENAI_API_KEY}"',
+    "const sessionKey = `${cwd}:${id}`;",
+    "db_password: string;",
+    "DB_PASSWORD=${DB_PASSWORD}",
+    "const token = process.env.GITHUB_TOKEN;",
+    "max_tokens: 4096",
+    "secret: Optional[str] = None",
+    "token = next_token",
+    "redis://localhost:6379/0",
+    # assignments whose value is a call, a reference, a type, a number or a placeholder
+    "password = get_password()", "token_count=5", "password = self.password",
+    "token: accessToken,", "apiKey = apiKey;", "client(api_key=api_key)", "password=password,",
+    "self.token = token", "SECRET_KEY = env('SECRET_KEY')", "if token == 'none':",
+    "password: xxxxxx", "DB_PASSWORD=********", "password: true", "sort(key=lambda x: x)",
+    "tokenizer_path = './tok.json'", "secret_name = 'prod-db'", "key = 'value'",
+    "primary_key=True", "private_key_path: ~/.ssh/id_rsa", "PWD=/home/me/project",
+    "OLDPWD=/home/me", "OPENAI_API_KEY=your-api-key-here", "API_KEY=YOUR_API_KEY",
+    "export ANTHROPIC_API_KEY=sk-ant-...", "bypass=enabled1",
+    # flags and commands without a credential
+    "--password-file path/to/file", "--password-file=/run/secrets/pw", "--token TOKEN",
+    "pass the --token flag instead", "use --password to set it", "mysql -u root -p mydb",
+    "mysql -P 3306 -h db", "docker login --password-stdin ghcr.io",
+    'redis-cli -a "$REDIS_PASSWORD" ping', "aws configure set region eu-west-1",
+    'curl -u "$USER:$PASS" https://h', "machine learning password reset",
+    # headers without one
+    "Authorization: Bearer <token>", "Authorization: Bearer $TOKEN",
+    'headers = {"Authorization": f"Bearer {token}"}', "X-Api-Key: YOUR_API_KEY",
+    "the bearer token is rotated daily", "X-Request-Id: 1234567890abcdef1234",
+    "the session token expired", "Authorization: Basic auth",
+]
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS)
 def test_ordinary_code_about_credentials_stays_normal(text):
     assert classify(text) is Classification.NORMAL
 
@@ -161,7 +197,8 @@ def test_secret_at_the_end_of_a_megabyte_is_found():
     assert classify(dense + SECRETS["slack token"]) is Classification.SENSITIVE
 
 
-@pytest.mark.parametrize("run", ["eyJ", "sk-", "//a", "key = token "])
+@pytest.mark.parametrize("run", ["eyJ", "sk-", "//a", "key = token ", "eyJ=", "=eyJa.",
+                                 "api_key = ", "--token ", "Bearer ", "X-Api-Key: "])
 def test_long_repetitive_runs_stay_linear_and_normal(run):
     # detect-secrets' own JWT regex backtracks quadratically on such a run (minutes).
     text = run * 100_000
@@ -267,3 +304,14 @@ def test_malformed_evidence_is_excluded_not_passed_through():
         "malformed evidence: not an object",
         "malformed evidence: excerpt is not text",
     ]
+
+
+@pytest.mark.parametrize("name", sorted(test_privacy_gate.SHAPES))
+def test_every_common_shape_is_sensitive(name):
+    """The shapes of issue 20 (end to end: tests/server/test_privacy_gate.py), on their own
+    line and inside a line of prose."""
+    secret, never_shown = test_privacy_gate.SHAPES[name]
+    for text in (secret, f"ok, I ran it:\n{secret}\nand it worked", f"note: {secret} (done)"):
+        result = classify_spans(text)
+        assert result.classification is Classification.SENSITIVE, (name, text)
+        assert never_shown not in repr(result)

@@ -26,7 +26,12 @@ a two-level ``Gate`` per detector:
   against ~0.25 ms per 2 KB for these detectors' regexes and windows. Every non-ASCII
   character counts as a run character (Unicode digits, word characters and case-folded
   letters match beyond ASCII), so the test only ever lets more texts through, never
-  fewer.
+  fewer;
+- ``anchored``: for patterns that start where their ``window`` pattern does (the
+  credential-name assignments, headers, commands), the pattern is tried only at the
+  window's matches (``match``, bounded by the window's end), not searched through the
+  window: the same findings, without running a case-insensitive alternation at every
+  position of a text dense with ``key =``.
 
 Patterns run over the whole text with ``re.MULTILINE`` (their ``^``/``$`` mean line
 start/end, as in detect-secrets' line scanner). Not used: the entropy plugins and the
@@ -35,11 +40,19 @@ a secret), Artifactory's pattern (it matches plain capitalised words such as
 ``APACHEKAFKA``) and the JWT pattern, replaced by a boundary-anchored one because it
 backtracks quadratically on long base64 runs (minutes for 1 MB of ``eyJeyJ…``).
 
-``EXTRA_PATTERNS`` covers what detect-secrets 1.5 misses: current OpenAI/Anthropic
-``sk-…`` keys, GitHub fine-grained tokens, Google API keys, JWTs, PEM headers such as
-``ENCRYPTED PRIVATE KEY``, unquoted AWS secret keys, quoted password assignments,
-``*_PASSWORD``/``*_SECRET``/``*_TOKEN`` assignments (env, YAML, JSON forms) and
-password-only URLs (``redis://:password@host``).
+``EXTRA_PATTERNS`` covers what detect-secrets 1.5 misses, after gitleaks' rule list
+(config/gitleaks.toml, read as a catalogue of facts): current OpenAI/Anthropic ``sk-…``
+keys, GitHub fine-grained tokens, Google API keys, JWTs (after ``=`` too), PEM headers
+such as ``ENCRYPTED PRIVATE KEY``, unquoted AWS secret keys, prefixed tokens
+(``TOKEN_FORMATS``: Hugging Face, npm, Google OAuth ``ya29.``, Stripe test keys…),
+credential-name assignments in env, shell, code, YAML and JSON form (``_ENV_NAME``,
+``_CODE_NAME``: ``PGPASSWORD=…``, ``STRIPE_API_KEY=…``, ``SECRET_KEY = '…'``),
+``--password``/``--token`` flags, ``Authorization: Bearer``/``Basic`` and API-key
+headers, commands that take a password (``COMMAND_PATTERNS``: ``mysql -p…``, ``docker
+login -p``, ``redis-cli -a``, ``aws configure set``, ``curl -u``, ``.netrc``) and
+password-only URLs (``redis://:password@host``). What is a value and what is a
+reference depends on the syntax: the shell never evaluates ``a.b.c``, code does
+(``_SHELL_LITERAL``, ``_CODE_LITERAL``, ``_QUOTED_LITERAL``).
 
 Findings carry the detector name and offsets only: the secret text is never copied out.
 """
@@ -47,7 +60,8 @@ Findings carry the detector name and offsets only: the secret text is never copi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 
@@ -73,6 +87,7 @@ class Gate:
     token_run: int = 0
     alnum_run: int = 0
     window_starts: tuple[str, ...] = ()
+    anchored: bool = False
 
 
 _KEYWORDS = ("key", "pwd", "pw", "pass", "token")
@@ -123,64 +138,252 @@ GATES: dict[str, Gate] = {
 
 #: Where an assigned value ends: whitespace, a closing quote or bracket, a separator.
 _VALUE_END = r"(?=[\s\"'`,;})\]]|$)"
-#: An assigned literal of 6+ characters. Not one: references (``$X``, ``${X}``, ``<x>``),
-#: calls, dotted names (``process.env.X``), type names (``string``, ``Optional[…]``),
-#: numbers, and an unquoted snake_case name (``token = next_token``: a variable).
-_ASSIGNED_LITERAL = (
-    r"(?!(?:string|number|boolean|bool|str|bytes|none|null|undefined|optional|required"
-    r"|true|false)(?![\w.-]))"
-    r"(?![A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+" + _VALUE_END + ")"
-    r"(?!\d+" + _VALUE_END + ")"
-    r"(?:(?<=[\"'])|(?![a-z][a-z0-9]*(?:_[a-z0-9]+)+" + _VALUE_END + "))"
+#: Where a command-line word ends.
+_WORD_END = r"(?=[\s\"'`;|&)]|$)"
+
+# What a value is NOT, whatever the syntax (each a lookahead over the value's start;
+# gitleaks' global allowlist and detect-secrets' keyword plugin exclude the same):
+#: a number, a run of one placeholder character (``xxxxxx``, ``******``), ``true``…
+_NOT_FILLER = (
+    r"(?!\d+(?:[\"'`]|" + _VALUE_END + "))"
+    r"(?!(?:x+|X+|\*+|\.+|#+|-+|_+|0+)(?:[\"'`]|" + _VALUE_END + "))"
+    r"(?!(?i:true|false|none|null|nil|undefined)(?:[\"'`]|" + _VALUE_END + "))"
+)
+#: a placeholder: ``YOUR_API_KEY``, ``TOKEN`` (capitals), ``your-api-key`` (lowercase
+#: words joined), an elided value (``sk-ant-...``), a path (``/home/me``, ``~/.netrc``,
+#: ``./key``: ``PWD=/home/me``).
+_NOT_PLACEHOLDER = (
+    r"(?![^\s\"'`]{0,80}?(?:\.\.\.|\u2026))"
+    r"(?![A-Z]+(?:_[A-Z]+)*(?:[\"'`]|" + _VALUE_END + "))"
+    r"(?![a-z]+(?:[-_][a-z]+)+(?:[\"'`]|" + _VALUE_END + "))"
+    r"(?!(?:~?/|\.{1,2}/))"
+)
+#: a type name in a declaration (``password: string``, ``secret: Optional[str]``).
+_NOT_TYPE = (
+    r"(?!(?i:string|number|boolean|bool|str|bytes|optional|required|secretstr)"
+    r"(?:[\"'`]|(?![\w.-])))"
+)
+#: A quoted literal of 6+ characters: what is between the quotes is the value, whatever
+#: it holds, unless it is a template or reference (``"${X}"``, ``"{{ x }}"``, ``"<x>"``,
+#: ``"%(x)s"``) or one of the above. No whitespace: quoted prose is not a credential.
+_QUOTED_LITERAL = (
+    r"(?P<quote>[\"'`])(?![$<{%])" + _NOT_FILLER + _NOT_PLACEHOLDER + _NOT_TYPE
+    + r"[^\s\"'`]{6,}(?P=quote)"
+)
+#: An unquoted literal of 6+ characters in shell or env syntax (``NAME=value``,
+#: ``--flag=value``): the shell never evaluates ``a.b.c`` or ``my_value``, so only
+#: ``$`` expansions, templates and the above are not literals.
+_SHELL_LITERAL = (
+    r"(?![$<{%])" + _NOT_FILLER + _NOT_PLACEHOLDER
+    + r"[^\s\"'`$<>{}()\[\],;]{6,}" + _VALUE_END
+)
+#: An unquoted literal of 6+ characters in code or YAML (``password = value``,
+#: ``secret: value``). Not one, besides the above: references — a dotted name whose
+#: first part has no digit (``process.env.X``, ``self.password``; ``abc123.def456`` is
+#: a value), a call or subscript (cut by the character class), a snake_case or
+#: camelCase name (``token = next_token``, ``key = apiKey``).
+_CODE_LITERAL = (
+    _NOT_FILLER + _NOT_PLACEHOLDER + _NOT_TYPE
+    + r"(?![A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][\w$]*)+" + _VALUE_END + ")"
+    r"(?![a-z][a-z0-9]*(?:_[a-z0-9]+)+" + _VALUE_END + ")"
+    r"(?![a-z]+(?:[A-Z][a-z]*)*" + _VALUE_END + ")"
     r"[^\s\"'`$<>{}()\[\],;]{6,}" + _VALUE_END
+)
+#: A value on a command line that only ever holds a credential (``-p<pw>`` of mysql,
+#: ``redis-cli -a <pw>``): 3+ characters, quoted or not, not an expansion.
+_COMMAND_VALUE = (
+    r"(?:\"(?![$<{%])[^\"\n]{3,}\"|'(?![$<{%])[^'\n]{3,}'"
+    r"|(?![$<{%\"'])[^\s\"'`$<>;|&]{3,}" + _WORD_END + ")"
+)
+#: An opaque token (a bearer token, an API key in a header): 16+ token characters with
+#: a digit (prose and placeholders such as ``YOUR_TOKEN`` have none).
+_OPAQUE_TOKEN = r"(?![$<{%])(?=[\w.~+/=-]{0,300}\d)[\w.~+/-]{16,}=*"
+
+#: Names that hold a credential (detect-secrets' keyword list, gitleaks' generic-api-key
+#: keywords), as the last part of a variable or key name after any prefix
+#: (``PGPASSWORD``, ``clientSecret``) …
+_SECRET_NAME_ENDS = ("password", "passwd", "passphrase", "secret", "token")
+#: … short ones only as a whole ``_``-separated part (``DB_PASS``, not ``bypass``) …
+_SECRET_NAME_PARTS = ("pass", "pwd", "pw")
+#: … and ``key`` only after one of these (``STRIPE_API_KEY``, ``secretKey``; not
+#: ``sort_key``, ``primary_key``).
+_SECRET_KEY_PREFIXES = (
+    "api", "access", "secret", "private", "auth", "client", "service", "account",
+    "signing", "encryption", "master",
+)
+
+
+def _name_pattern(case: Callable[[str], str]) -> str:
+    """The credential names as one branch that starts at the keyword (a match begins
+    where the trigger window's pattern does; lookbehinds check what comes before)."""
+    whole = [f"{case(part)}(?<![A-Za-z0-9]{case(part)})" for part in _SECRET_NAME_PARTS]
+    key = case("key")
+    after = "|".join(f"(?<={case(prefix)}{sep}{key})"
+                     for prefix in _SECRET_KEY_PREFIXES for sep in ("_", ""))
+    return "(?:" + "|".join([*map(case, _SECRET_NAME_ENDS), *whole, f"{key}(?:{after})"]) + ")"
+
+
+_CODE_NAME = "(?i:" + _name_pattern(str) + ")"
+#: An environment variable: capitals, ``=`` with no space (``export``, ``.env``,
+#: ``docker run -e``, compose lists). ``PWD`` alone is the working directory, so only
+#: ``X_PWD`` counts.
+_ENV_NAME = _name_pattern(str.upper).replace(
+    "PWD(?<![A-Za-z0-9]PWD)", "PWD(?<=_PWD)") + "="
+#: What the trigger window finds on lowered text: a match of either name pattern
+#: begins where this one does (both start at the keyword).
+_NAME_TRIGGER = r"(?:pass(?:word|wd|phrase)?|pwd|pw|secret|token|key)[\"'\]]{0,2}[ \t]*[:=]"
+#: ``=``, ``:``, ``:=``, ``=>`` (not ``==``), after an optional closing quote/bracket.
+_ASSIGN = r"[\"'\]]{0,2}[ \t]*(?::=|=>|[:=])(?!=)[ \t]*"
+
+#: Credential flags of any command (``--password <pw>``, ``--token=<t>``, ``--api-key``):
+#: after ``=`` the value is a literal; after a space it must look like one (a digit, a
+#: symbol or a dotted word), as prose ("pass --token instead") does not.
+_FLAG = (
+    r"--(?i:(?:[a-z0-9]+-)*(?:password|passwd|pass|pwd|token|secret|api-?key|access-?key"
+    r"|secret-?key|private-?key|auth-?token|client-?secret))"
+    r"(?:=(?:" + _QUOTED_LITERAL + "|" + _SHELL_LITERAL.replace("{6,}", "{4,}") + ")"
+    r"|[ \t]+(?:(?P<flagquote>[\"'])(?![$<{%])[^\"'\n]{4,}(?P=flagquote)"
+    r"|(?![-$<{%])(?![A-Z_]+" + _WORD_END + r")(?!(?:~?/|\.{1,2}/))"
+    r"(?=[^\s\"'`]{0,100}?(?:[0-9!@#%^&*+=~]|[A-Za-z][.][A-Za-z0-9]))"
+    r"[^\s\"'`$<>;|&]{4,}" + _WORD_END + "))"
+)
+
+#: Between a command's name and its option: the rest of the command, bounded.
+_COMMAND_GAP = r"[^\n|;&]{0,200}?"
+#: Commands whose options take a password: (the words that trigger a search, the
+#: trigger pattern, the pattern). Each pattern starts where its trigger does, which
+#: is tried only where one of the words occurs (``Gate.anchored``).
+COMMAND_PATTERNS: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    # mysql -p<pw> (a separate ``-p`` prompts; ``-P`` is the port)
+    (("mysql", "mariadb"), r"(?:mysql(?:dump|admin)?|mariadb(?:-dump|-admin)?)\b",
+     r"(?<![\w-])(?i:mysql(?:dump|admin)?|mariadb(?:-dump|-admin)?)\b" + _COMMAND_GAP
+     + r"[ \t]-p(?=[^\s-])" + _COMMAND_VALUE),
+    (("docker", "podman", "nerdctl", "buildah", "skopeo"),
+     r"(?:docker|podman|nerdctl|buildah|skopeo)[ \t]+login\b",
+     r"(?i)(?<![\w-])(?:docker|podman|nerdctl|buildah|skopeo)[ \t]+login\b" + _COMMAND_GAP
+     + r"[ \t](?:-p|--password)(?:=|[ \t]+)" + _COMMAND_VALUE),
+    (("redis-cli",), r"redis-cli\b", r"(?i)(?<![\w-])redis-cli\b" + _COMMAND_GAP
+     + r"[ \t](?:-a|--pass)(?:=|[ \t]+)" + _COMMAND_VALUE),
+    (("sshpass",), r"sshpass\b",
+     r"(?i)(?<![\w-])sshpass\b" + _COMMAND_GAP + r"[ \t]-p[ \t]*" + _COMMAND_VALUE),
+    (("aws",), r"aws[ \t]+configure[ \t]+set\b",
+     r"(?i)(?<![\w-])aws[ \t]+configure[ \t]+set[ \t]+(?:[\w-]+\.)?"
+     r"aws_(?:secret_access_key|session_token)[ \t]+" + _COMMAND_VALUE),
+    (("curl",), r"curl\b", r"(?i)(?<![\w-])curl\b" + _COMMAND_GAP
+     + r"[ \t](?:-u|--user)(?:=|[ \t]*)[\"']?[^\s:\"'$<]{1,100}:" + _COMMAND_VALUE),
+    # .netrc: machine <host> [login <user>] password <pw>, on one line or several; a
+    # host without a dot needs the login ("machine learning password reset" is prose)
+    (("machine",), r"machine[ \t]",
+     r"(?i)(?<![\w-])machine[ \t]+(?:[\w-]+\.[\w.-]+(?:\s+(?:login|account|port)[ \t]+\S+)"
+     r"{0,3}|\S+(?:\s+(?:login|account|port)[ \t]+\S+){1,3})\s+password[ \t]+"
+     + _COMMAND_VALUE),
+)
+
+#: Prefixed token formats (gitleaks' rules, detect-secrets lacks them): name, pattern,
+#: anchors (lowercase literals every match contains).
+TOKEN_FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("Hugging Face Token", r"hf_(?<![\w-]hf_)[A-Za-z0-9]{30,}(?![\w-])"
+     r"|api_org_(?<![\w-]api_org_)[A-Za-z0-9]{30,}(?![\w-])",
+     ("hf_", "api_org_")),
+    ("NPM Token", r"npm_(?<![\w-]npm_)[A-Za-z0-9]{36}(?![\w-])", ("npm_",)),
+    ("Google OAuth Access Token", r"ya29\.(?<![\w-]ya29\.)[\w-]{20,}", ("ya29.",)),
+    ("Stripe Key", r"(?:sk|rk)_(?:test|live|prod)_(?<![\w-]\w\w_\w{4}_)[A-Za-z0-9]{10,99}",
+     ("sk_test_", "rk_test_", "sk_prod_", "rk_prod_")),
+    ("DigitalOcean Token", r"do[opr]_v1_(?<![\w-]do\w_v1_)[a-f0-9]{64}",
+     ("dop_v1_", "doo_v1_", "dor_v1_")),
+    ("Databricks Token", r"dapi(?<![\w-]dapi)[a-f0-9]{32}(?!\w)", ("dapi",)),
+    ("Shopify Token", r"shp(?:at|ca|pa|ss)_(?<![\w-]shp\w\w_)[a-fA-F0-9]{32}",
+     ("shpat_", "shpca_", "shppa_", "shpss_")),
+    ("Grafana Token",
+     r"glc_(?<![\w-]glc_)[A-Za-z0-9+/]{32,}={0,2}|glsa_(?<![\w-]glsa_)[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
+     ("glc_", "glsa_")),
+    ("PlanetScale Token", r"pscale_(?<![\w-]pscale_)(?:pw|tkn|oauth)_[\w.-]{32,64}", ("pscale_",)),
+    ("Age Secret Key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+     ("age-secret-key-1",)),
+    ("Postman API Key", r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}", ("pmak-",)),
+    ("Linear API Key", r"lin_api_[A-Za-z0-9]{40}", ("lin_api_",)),
+    ("Atlassian API Token", r"ATATT3[\w=-]{186}", ("atatt3",)),
+    ("Heroku API Key", r"HRKU-AA[\w-]{58}", ("hrku-aa",)),
+)
+
+#: API-key headers (gitleaks' curl-auth-header): ``X-Api-Key``, ``X-Auth-Token``,
+#: ``X-Goog-Api-Key``, ``Api-Key``, ``Private-Token``… — how their names start, and the rest.
+_HEADER_STARTS = ("x-", "api", "private-", "access-", "auth-")
+_HEADER_REST = (
+    r"(?:(?<=x-)(?:[a-z0-9]+-){0,3}(?:api-?key|key|token|secret|auth)"
+    r"|(?<=api)(?:-?key|-token)|(?<=private-)token|(?<=access-)token|(?<=auth-)token)"
 )
 
 #: Patterns detect-secrets 1.5 lacks: (detector name, pattern, gate).
-EXTRA_PATTERNS: tuple[tuple[str, str, Gate], ...] = (
+EXTRA_PATTERNS: tuple[tuple[str, str | tuple[str, ...], Gate], ...] = (
     # OpenAI (sk-, sk-proj-, sk-svcacct-) and Anthropic (sk-ant-) keys; needs a digit.
     ("OpenAI-style API Key", r"sk-(?<![\w-]sk-)(?=[\w-]{0,200}\d)[\w-]{20,}", Gate(("sk-",))),
     ("GitHub Token", r"github_pat_[A-Za-z0-9_]{60,}", Gate(("github_pat_",))),
     ("Google API Key", r"AIza[0-9A-Za-z_\-]{35}", Gate(("aiza",))),
-    # Header and payload are JSON objects, so both start with ``eyJ``; the token starts
-    # at a boundary. (detect-secrets' own JWT regex is quadratic on long base64 runs.)
+    # Header and payload are JSON objects, so both start with ``eyJ``. The token starts
+    # at a boundary (``=`` is one: ``API_TOKEN=eyJ…``, ``--token=eyJ…``), and its parts
+    # are base64url without ``=`` but for a padding end, so a run such as ``eyJ=eyJ=…``
+    # costs one step per part. (detect-secrets' JWT regex is quadratic on such runs.)
     (
         "JSON Web Token",
-        r"(?<![A-Za-z0-9_=-])eyJ[A-Za-z0-9_=-]{4,}+\.eyJ[A-Za-z0-9_=-]{4,}+\.",
+        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,}+={0,2}\.eyJ[A-Za-z0-9_-]{4,}+={0,2}\.",
         Gate(("eyj",)),
     ),
     (PRIVATE_KEY, r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----", Gate(("private key",))),
     (
         "AWS Secret Access Key",
-        r"(?i)aws_?secret_?access_?key\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
+        r"(?i)aws_?secret_?access_?key[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
         Gate(("secret",), r"aws_?secret_?access_?key"),
     ),
-    # ``DB_PASSWORD="…"``, ``POSTGRES_PASSWORD=…``, ``client_secret: …`` (YAML),
-    # ``"GITHUB_TOKEN": "…"`` (JSON): a name ending in password/secret/token, assigned a
-    # literal of 6+ characters (see ``_ASSIGNED_LITERAL`` for what is not one).
+    # A name that holds a credential assigned a literal: ``DB_PASSWORD=Horse.Battery.Staple``
+    # (env: the value is literal text), ``SECRET_KEY = '…'`` (quoted), ``client_secret:
+    # 9f8e7d…`` (YAML, code: references are not literals) — see ``_SHELL_LITERAL``,
+    # ``_QUOTED_LITERAL``, ``_CODE_LITERAL``.
     (
         "Secret Assignment",
-        r"(?i)(?<![A-Za-z0-9_])(?:[A-Za-z0-9]+_)*(?:password|passwd|pwd|secret|token)"
-        r"[\"']?[ \t]*[:=][ \t]*[\"']?" + _ASSIGNED_LITERAL,
+        (
+            _ENV_NAME + r"(?:" + _QUOTED_LITERAL + "|" + _SHELL_LITERAL + ")",
+            _CODE_NAME + _ASSIGN + r"(?:" + _QUOTED_LITERAL + "|"
+            + _CODE_LITERAL + ")",
+        ),
         Gate(
-            ("pass", "pwd", "secret", "token"),
-            r"(?:password|passwd|pwd|secret|token)[\"']?[ \t]*[:=]",
-            window_starts=("pass", "pwd", "secret", "token"),
+            ("pass", "pwd", "pw", "secret", "token", "key"), _NAME_TRIGGER,
+            window_starts=("pass", "pwd", "pw", "secret", "token", "key"), anchored=True,
         ),
     ),
+    ("Credential Flag", _FLAG, Gate(("--",))),
+    # ``Authorization: Bearer <token>`` (any opaque token, not only a JWT), ``Basic
+    # <base64>``, and API-key headers (``X-Api-Key:``, ``X-Auth-Token:``, ``Private-Token:``).
+    (
+        "Bearer Token",
+        r"(?i)\bbearer[ \t]+" + _OPAQUE_TOKEN,
+        Gate(("bearer",), r"bearer[ \t]", window_starts=("bearer",), anchored=True),
+    ),
+    (
+        "Authorization Header",
+        r"(?i)\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:basic[ \t]+(?=[A-Za-z0-9+/]{0,200}"
+        r"[0-9A-Z])[A-Za-z0-9+/]{12,}={0,2}|(?:token|bot|apikey|key)[ \t]+" + _OPAQUE_TOKEN
+        + "|" + _OPAQUE_TOKEN + ")",
+        Gate(("authorization",), r"authorization[\"']?[ \t]*[:=]",
+             window_starts=("authorization",), anchored=True),
+    ),
+    (
+        "Credential Header",
+        r"(?i)(?:" + "|".join(f"{start}(?<![\\w-]{start})" for start in _HEADER_STARTS)
+        + r")" + _HEADER_REST + r"[\"']?[ \t]*:[ \t]*[\"']?"
+        + _OPAQUE_TOKEN.replace("{16,}", "{12,}"),
+        Gate(("x-", "api-key", "apikey", "api-token", "private-token", "access-token",
+              "auth-token"),
+             r"(?:" + "|".join(_HEADER_STARTS) + r")" + _HEADER_REST + r"[\"']?[ \t]*:",
+             window_starts=_HEADER_STARTS, anchored=True),
+    ),
+    *(("Command-line Password", pattern, Gate(words, trigger, window_starts=words,
+                                              anchored=True))
+      for words, trigger, pattern in COMMAND_PATTERNS),
+    *((name, pattern, Gate(anchors)) for name, pattern, anchors in TOKEN_FORMATS),
     # ``redis://:password@host``: a URL with a password and no user name (detect-secrets'
     # basic-auth pattern needs a user before the colon).
     ("Password-only URL", r"(?i)\b[a-z][a-z0-9+.-]*://:[^\s/@:?#]{3,}@", Gate(("://:",))),
-    (
-        "Password Assignment",
-        r"(?i)\b(?:password|passwd|client_?secret|api_?key|access_?token|auth_?token)"
-        r"[\"']?\s*[:=]\s*[\"'][^\"'\s$<>{}]{8,}[\"']",
-        Gate(
-            ("pass", "secret", "key", "token"),
-            r"(?:password|passwd|client_?secret|api_?key|access_?token|auth_?token)"
-            r"[\"']?\s*[:=]",
-            window_starts=("pass", "client", "api", "access", "auth"),
-        ),
-    ),
 )
 
 
@@ -202,6 +405,7 @@ class _Detector:
     token_run: int = 0
     alnum_run: int = 0
     window_starts: tuple[str, ...] = ()
+    anchored: bool = False
 
 
 def _detect_secrets_plugins() -> list[type]:
@@ -242,7 +446,7 @@ def _detector(name: str, patterns: list[re.Pattern[str]], gate: Gate) -> _Detect
     window = re.compile(gate.window) if gate.window else None
     return _Detector(
         name, tuple(patterns), gate.anchors, window, gate.token_run, gate.alnum_run,
-        gate.window_starts,
+        gate.window_starts, gate.anchored,
     )
 
 
@@ -255,7 +459,9 @@ def detectors() -> tuple[_Detector, ...]:
         patterns = [re.compile(p.pattern, p.flags | re.MULTILINE) for p in plugin.denylist]
         found.append(_detector(name, patterns, GATES[name]))
     for name, pattern, gate in EXTRA_PATTERNS:
-        found.append(_detector(name, [re.compile(pattern, re.ASCII | re.MULTILINE)], gate))
+        alternatives = (pattern,) if isinstance(pattern, str) else pattern
+        compiled = [re.compile(p, re.ASCII | re.MULTILINE) for p in alternatives]
+        found.append(_detector(name, compiled, gate))
     return tuple(found)
 
 
@@ -286,10 +492,14 @@ def _trigger_windows(
     backtracks does bounded work per window, and a text dense with matches costs about
     one pass per pattern.
     """
+    return _merged_windows(_window_matches(lowered, window, starts), len(lowered))
+
+
+def _merged_windows(matches: Iterable[re.Match[str]], length: int) -> list[tuple[int, int]]:
     windows: list[tuple[int, int]] = []
-    for match in _window_matches(lowered, window, starts):
+    for match in matches:
         low = max(0, match.start() - TRIGGER_WINDOW)
-        high = min(len(lowered), match.end() + TRIGGER_WINDOW)
+        high = min(length, match.end() + TRIGGER_WINDOW)
         if windows and low <= windows[-1][1] and high - windows[-1][0] <= MAX_WINDOW:
             windows[-1] = (windows[-1][0], high)
         else:
@@ -347,11 +557,25 @@ def _find_anchors(lowered: str) -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
     for end, word in _anchor_automaton().iter(lowered):
         found.setdefault(word, []).append(end - len(word) + 1)
-    for detector in detectors():
-        for anchor in detector.anchors:
-            if len(anchor) == 1 and anchor in lowered:
-                found.setdefault(anchor, [])
+    for anchor in _single_character_anchors():
+        if anchor in lowered:
+            found.setdefault(anchor, [])
     return found
+
+
+@cache
+def _single_character_anchors() -> tuple[str, ...]:
+    return tuple(sorted({a for d in detectors() for a in d.anchors if len(a) == 1}))
+
+
+@cache
+def _detectors_by_anchor() -> dict[str, tuple[int, ...]]:
+    """Anchor -> the positions in ``detectors()`` of the detectors it gates."""
+    positions: dict[str, list[int]] = {}
+    for position, detector in enumerate(detectors()):
+        for anchor in detector.anchors:
+            positions.setdefault(anchor, []).append(position)
+    return {anchor: tuple(found) for anchor, found in positions.items()}
 
 
 def _starts(detector: _Detector, found: dict[str, list[int]]) -> list[int] | None:
@@ -373,6 +597,8 @@ def _first_match(
         return None
     if detector.window is None:
         spans = [(0, len(text))]
+    elif detector.anchored:
+        return _anchored_match(detector, text, lowered, found)
     else:
         spans = _trigger_windows(lowered, detector.window, _starts(detector, found))
     for low, high in spans:
@@ -380,6 +606,25 @@ def _first_match(
             match = pattern.search(text, low, high)
             if match:
                 return SecretFinding(detector.name, *match.span())
+    return None
+
+
+def _anchored_match(
+    detector: _Detector, text: str, lowered: str, found: dict[str, list[int]]
+) -> SecretFinding | None:
+    """What searching each trigger window finds, for patterns that can only match where
+    the window pattern does: each is tried there (``match``, bounded by the window's
+    end as the search is), not at every position of the window."""
+    assert detector.window is not None
+    matches = list(_window_matches(lowered, detector.window, _starts(detector, found)))
+    offsets = [match.start() for match in matches]
+    for low, high in _merged_windows(matches, len(lowered)):
+        inside = offsets[bisect_left(offsets, low):bisect_left(offsets, high)]
+        for pattern in detector.patterns:
+            for offset in inside:
+                match = pattern.match(text, offset, high)
+                if match:
+                    return SecretFinding(detector.name, *match.span())
     return None
 
 
@@ -400,7 +645,12 @@ def find_secrets(text: str) -> list[SecretFinding]:
     lowered = _lowered(text)
     found = _find_anchors(lowered)
     runs = _Runs(text)
+    # Only detectors with an anchor in the text can match: most texts hold the anchors
+    # of a few of the ~55 detectors, so the others cost nothing.
+    by_anchor = _detectors_by_anchor()
+    gated = sorted({position for anchor in found for position in by_anchor.get(anchor, ())})
+    every = detectors()
     findings = (
-        _first_match(detector, text, lowered, found, runs) for detector in detectors()
+        _first_match(every[position], text, lowered, found, runs) for position in gated
     )
     return sorted((f for f in findings if f), key=lambda f: (f.start, f.detector))

@@ -28,6 +28,46 @@ from .conftest import start_server, stop_server
 
 TERM = "FrobnicateWidget"
 FILLER = "the widget pipeline keeps running quietly through the night " * 200  # 12,000 chars
+#: A fake JSON Web Token (header, payload, signature).
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJsb29rYmFjay10ZXN0In0."
+       "Qm9ndXNTaWduYXR1cmVGb3JUZXN0czEyMw")
+#: Every common secret shape (issue 20 of the project's tracker: each reached a remote
+#: provider whole) -> (secret text, the part of it that must never be returned).
+SHAPES = {
+    "env-jwt": (f"API_TOKEN={JWT}", "Qm9ndXNTaWduYXR1cmVGb3JUZXN0czEyMw"),
+    "env-dotted-password": ("DB_PASSWORD=Horse.Battery.Staple", "Horse.Battery.Staple"),
+    "env-dotted-secret": ("CLIENT_SECRET=abc123.def456.ghi789", "abc123.def456.ghi789"),
+    "env-google-oauth": ("ACCESS_TOKEN=ya29.a0AfH6SMBx3kQ9zZp1Lm2Nq8Rt5Vw7Yc0Ud4Ef6Gh",
+                         "a0AfH6SMBx3kQ9zZp1Lm2Nq8Rt5Vw7Yc0Ud4Ef6Gh"),
+    "flag-jwt": (f"./deploy.sh --env prod --token={JWT.replace('MyMw', 'NDU2')}",
+                 "Qm9ndXNTaWduYXR1cmVGb3JUZXN0czNDU2"),
+    "bearer-hex": ("curl -H 'Authorization: Bearer 4f9d2c8a1b7e6f3d0c5a9b8e7d6c5b4a' "
+                   "https://api.example.com/v1/items", "4f9d2c8a1b7e6f3d0c5a9b8e7d6c5b4a"),
+    "bearer-opaque": ("Authorization: Bearer Zx8kQ2mN7pL4vR9tY3wB6cF1hJ5gD0sA",
+                      "Zx8kQ2mN7pL4vR9tY3wB6cF1hJ5gD0sA"),
+    "api-key-unquoted": ("client = Client(api_key=k8Jd93LmQ2xP0vRt)", "k8Jd93LmQ2xP0vRt"),
+    "stripe-hex": ("STRIPE_API_KEY=9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+                   "9f8e7d6c5b4a39281706f5e4d3c2b1a0"),
+    "x-api-key": ('curl -H "X-Api-Key: 7c1e9a2b5d8f4e6a0b3c" https://api.example.com',
+                  "7c1e9a2b5d8f4e6a0b3c"),
+    "pgpassword": ("PGPASSWORD=Tr1cky.pgpw psql -h db -U app", "Tr1cky.pgpw"),
+    "aws-configure": ("aws configure set aws_secret_access_key "
+                      "Zq9vL2mK8nB4xC7wT1yR5uE3iO6pA0sDfGhJkL12",
+                      "Zq9vL2mK8nB4xC7wT1yR5uE3iO6pA0sDfGhJkL12"),
+    "hugging-face": ('login("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")',
+                     "QwErTyUiOpAsDfGhJkLzXcVbNmQwErTyUi"),
+    "npm": ("echo npm_Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa > ~/.npmtoken",
+            "Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa"),
+    "mysql": ("mysql -u root -pS3cr3tMy -h db.internal app", "S3cr3tMy"),
+    "password-flag": ("pg_restore --password Hunter2x --dbname app dump.sql", "Hunter2x"),
+    "netrc": ("machine api.example.com\n  login octocat\n  password n3trcP4ss\n",
+              "n3trcP4ss"),
+    "docker-login": ("docker login -u ci -p d0ck3rPa55 registry.example.com", "d0ck3rPa55"),
+    "redis-cli": ("redis-cli -h cache -a r3d1sS3cret ping", "r3d1sS3cret"),
+    "db-pass": ("DB_PASS=pl41nt3xtpw", "pl41nt3xtpw"),
+    "django": ("SECRET_KEY = 'django-insecure-q8#k2@l$z^p%x&w*e)r_t+y=u9v!'",
+               "q8#k2@l$z^p%x&w*e)r_t+y=u9v!"),
+}
 #: entry id -> (secret text, the part of it that must never be returned)
 SECRETS = {
     "env-quoted": ('DB_PASSWORD="hunter2hunter2"', "hunter2hunter2"),
@@ -35,6 +75,7 @@ SECRETS = {
     "yaml": ("database:\n  client_secret: 9f8e7d6c5b4a3x\n", "9f8e7d6c5b4a3x"),
     "json": ('{"SLACK_BOT_TOKEN": "abc123def456ghi"}', "abc123def456ghi"),
     "url": ("REDIS_URL=redis://:Sup3rSecretPw@cache.internal:6379/0", "Sup3rSecretPw"),
+    **SHAPES,
 }
 PEM = ("pem", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
        "-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ")
@@ -82,9 +123,9 @@ def requests(session: Path, provider: str | None) -> dict[str, dict]:
     common = {"session_file": str(session), **({"provider": provider} if provider else {})}
     return {
         "retrieve": {**common, "message": f"what did the {TERM} step do?",
-                     "context_ids": ["last"], "max_results": 20,
+                     "context_ids": ["last"], "max_results": 100,
                      "max_retrieved_history_tokens": 1_000_000},
-        "search": {**common, "text": TERM, "scope": "session"},
+        "search": {**common, "text": TERM, "scope": "session", "max_results": 100},
         **{f"source:{entry_id}": {**common, "entry_id": entry_id}
            for entry_id in [*ALL_SECRET_IDS, CLEAN]},
     }
@@ -170,7 +211,34 @@ def test_the_cli_passes_the_gate(home, corpus, provider):
     check("retrieve", json.loads(done.stdout), provider)
     flags = ["--provider", provider] if provider else []
     done = subprocess.run([*command, "search", TERM, "--session-file", str(corpus),
-                           "--scope", "session", "--json", *flags], env=environ,
-                          capture_output=True, text=True, timeout=120)
+                           "--scope", "session", "--max-results", "100", "--json", *flags],
+                          env=environ, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     check("search", json.loads(done.stdout), provider)
+
+
+@pytest.mark.parametrize("provider", [None, "anthropic"])
+def test_context_retrieved_passes_the_gate(home, settings, corpus, provider, capsys):
+    """``lookback context retrieved`` re-reads what a retrieval returned (here to a local
+    provider, which sees everything) and shows it to a remote one only through the gate."""
+    from lookback.cli import main
+    from lookback.server.app import ReaderApp
+
+    app = ReaderApp(settings)
+    try:
+        body = json.dumps({**requests(corpus, "ollama")["retrieve"]}).encode()
+        status, payload, _ = app.handle("POST", "/v1/retrieve", None, body)
+        assert status == 200
+        assert ALL_SECRET_IDS <= {item["entry_id"] for item in json.loads(payload)["evidence"]}
+        app.manifests.flush()
+    finally:
+        app.close()
+    flags = ["--provider", provider] if provider else []
+    assert main(["--home", str(home), "context", "retrieved", "--json", *flags]) == 0
+    out = capsys.readouterr().out
+    assert not any(value in out for value in NEVER_SHOWN)
+    items = {item["entry_id"]: item for item in json.loads(out)["records"][-1]["items"]}
+    for entry_id in ALL_SECRET_IDS:
+        expected = "local-only" if entry_id == PEM[0] else "sensitive"
+        assert (items[entry_id]["excerpt"], items[entry_id].get("withheld")) == (None, expected)
+    assert items[CLEAN]["excerpt"] and "withheld" not in items[CLEAN]
