@@ -343,7 +343,8 @@ def pinned(body: dict, ref: Any) -> dict:
         return body
     request = {key: value for key, value in body.items() if key != "session_file"}
     request["project"] = ref.project.name
-    request["session_id"] = ref.session_id
+    if ref.session_id:  # None: a project alone, its latest session (search)
+        request["session_id"] = ref.session_id
     return request
 
 
