@@ -12,7 +12,13 @@ import apsw
 from lookback.index.layout import ProjectDir, project_dir
 from lookback.index.repair import check
 from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
-from lookback.index.store import IndexUnavailable, open_reader, read_meta
+from lookback.index.store import (
+    IndexReadOnly,
+    IndexUnavailable,
+    open_reader,
+    read_meta,
+    read_only_folder,
+)
 from lookback.index.tokens import estimate_tokens
 from lookback.ingest.entries import MAX_TEXT_CHARS
 
@@ -34,6 +40,9 @@ def project_status(project: ProjectDir) -> dict[str, Any]:
     ``state: damaged`` with the problem and the command that repairs it, never raised."""
     try:
         return _status(project)
+    except IndexReadOnly as error:
+        return {"project": project.name, "state": "read-only", "problem": str(error),
+                "generation": project.current_generation()}
     except (IndexUnavailable, apsw.Error, OSError) as error:
         problem = check(project) or f"the index cannot be read ({error.__class__.__name__})"
         return {"project": project.name, "state": "damaged", "problem": problem,
@@ -61,7 +70,8 @@ def _status(project: ProjectDir) -> dict[str, Any]:
         connection.close()
     size = sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal")
                if os.path.exists(f"{path}{suffix}"))
-    return {
+    found: dict[str, Any] = {"state": "read-only"} if read_only_folder(path) else {}
+    return found | {
         "project": project.name,
         "cwd": meta.get("cwd"),
         "namespace": meta.get("namespace") or "",

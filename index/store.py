@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import apsw
 from lookback.index.schema import DDL, SCHEMA_VERSION, TOKENIZER_VERSION
@@ -51,6 +53,12 @@ class IndexNotWritable(IndexUnavailable):
     """The index file or its folder cannot be written (permissions, read-only disk)."""
 
     code = "not-writable"
+
+
+class IndexReadOnly(IndexUnavailable):
+    """A read-only folder whose index cannot be read as it is (see ``open_reader``)."""
+
+    code = "read-only"
 
 
 class IndexBusy(IndexUnavailable):
@@ -228,20 +236,88 @@ def open_reader(path: Path) -> apsw.Connection:
     No ``file_problem`` check here: while the writer checkpoints, the header may run
     ahead of the file's size for a moment, and a reader must not call that damage
     (the writer checks under its lock, where no checkpoint runs).
+
+    A folder that cannot be written (a read-only mount) cannot take the WAL's
+    shared-memory file, and SQLite refuses a plain open there. When no WAL holds
+    pages (the last writer checkpointed), the file alone is the whole index: it is
+    opened as an immutable snapshot (``immutable=1``), and ``snapshot_changed``
+    tells the reader's pool when to open it again.
     """
     try:
-        connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-        connection.set_busy_timeout(BUSY_TIMEOUT_MS)
-        connection.execute("PRAGMA query_only=1")
+        try:
+            connection = _open_read_only(str(path))
+        except apsw.CantOpenError:
+            if not read_only_folder(path):
+                raise
+            if _wal_has_frames(Path(f"{path}-wal")):
+                raise IndexReadOnly(
+                    f"{path}: the folder is read-only and the index's WAL holds pages, "
+                    "which SQLite reads only with a shared-memory file it cannot create "
+                    "here: checkpoint the index where it is written, or copy its -shm "
+                    "file too") from None
+            stamp = _stamp(path)
+            connection = _open_read_only(f"file:{quote(str(path))}?immutable=1",
+                                         apsw.SQLITE_OPEN_URI)
+            _SNAPSHOTS[connection] = (str(path), stamp)
         version = read_meta(connection, "schema_version")
     except _CORRUPT as error:
         raise translate(error, str(path)) from None
+    except IndexReadOnly:
+        raise
     except apsw.Error as error:
         # Chained: the reader's pool tells "out of file descriptors" from the cause.
         raise IndexUnavailable(f"cannot open index: {error.__class__.__name__}") from error
     if version is None or int(version) > SCHEMA_VERSION:
         raise IncompatibleIndex(f"index schema {version} is not readable by this version")
     return connection
+
+
+def _open_read_only(name: str, flags: int = 0) -> apsw.Connection:
+    connection = apsw.Connection(name, flags=apsw.SQLITE_OPEN_READONLY | flags)
+    try:
+        connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+        connection.execute("PRAGMA query_only=1")
+        connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # opens the WAL
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def read_only_folder(path: Path) -> bool:
+    """True when the index's folder cannot be written (a read-only mount, or no
+    permission): readers then read it as it is, writers cannot write it."""
+    return not os.access(Path(path).parent, os.W_OK)
+
+
+#: Connections opened as immutable snapshots -> (path, the file's stamp then).
+_SNAPSHOTS: weakref.WeakKeyDictionary[apsw.Connection, tuple[str, tuple]] = \
+    weakref.WeakKeyDictionary()
+
+
+def snapshot_changed(connection: apsw.Connection) -> bool:
+    """True when ``connection`` is an immutable snapshot (see ``open_reader``) whose
+    file changed since (a writer elsewhere): SQLite would not notice; reopen it."""
+    found = _SNAPSHOTS.get(connection)
+    return found is not None and _stamp(Path(found[0])) != found[1]
+
+
+def _stamp(path: Path) -> tuple:
+    stamps = []
+    for name in (str(path), f"{path}-wal"):
+        try:
+            info = os.stat(name)
+            stamps.append((info.st_ino, info.st_size, info.st_mtime_ns))
+        except FileNotFoundError:
+            stamps.append(None)
+    return tuple(stamps)
+
+
+def _wal_has_frames(path: Path) -> bool:
+    try:
+        return path.stat().st_size > _WAL_HEADER
+    except FileNotFoundError:
+        return False
 
 
 #: An empty index (schema in place, WAL mode, no meta values), built once per process.

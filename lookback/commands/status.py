@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         if project.get("entries_cut"):
             print(f"  {'entries cut':<18} {project['entries_cut']} (text longer than "
                   f"{MAX_TEXT_CHARS:,} characters: the rest is not searchable)")
+        if project.get("state") == "read-only" and project.get("problem"):
+            print(f"  {'problem':<18} {project['problem']}")
         if project.get("state") == "damaged":
             print(f"  {'problem':<18} {project['problem']}")
             print(f"  repair it with `{project['repair']}`")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import apsw
-from lookback.index.store import IndexUnavailable, open_reader
+from lookback.index.store import IndexUnavailable, open_reader, snapshot_changed
 
 DEFAULT_MAX_OPEN_FILES = 256
 DEFAULT_PER_PROJECT = 4
@@ -158,11 +158,12 @@ class ConnectionPool:
 
     def _take_idle(self, project: str, path: Path) -> _Slot | None:
         """The project's most recently used idle connection to ``path``; idle
-        connections to a replaced generation are closed on the way."""
+        connections to a replaced generation, or snapshots of a read-only folder's
+        file that changed since, are closed on the way."""
         parked = self._idle_of.get(project)
         while parked:
             slot = self._unpark(next(reversed(parked)))
-            if slot.path == path:
+            if slot.path == path and not snapshot_changed(slot.connection):
                 return slot
             self._close_slot(slot)
             parked = self._idle_of.get(project)
