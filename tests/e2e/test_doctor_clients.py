@@ -1,0 +1,62 @@
+"""`lookback doctor` reads what the real clients write: Pi 1.x's `pi install` (settings.json
+packages) and `pi mcp add` (mcp.json), Claude Code's `claude mcp add --scope user`
+(~/.claude.json) — each turns its finding from a problem or note into ok."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lookback.doctor import PI_PACKAGE_DIR
+
+from .claude_harness import install_claude
+from .harness import install_pi1
+from .npm_install import installed_or_fail
+
+LOOKBACK = str(Path(sys.executable).with_name("lookback"))
+
+
+def doctor(env: dict[str, str], cwd: Path) -> dict[str, dict]:
+    done = subprocess.run([LOOKBACK, "doctor", "--json"], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120, check=False)
+    report = json.loads(done.stdout)
+    assert (done.returncode == 0) is report["ok"], done.stderr
+    return {finding["check"]: finding for finding in report["checks"]}
+
+
+def run(command: list[str], env: dict[str, str], cwd: Path) -> None:
+    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_doctor_sees_what_pi_and_claude_code_wrote(tmp_path):
+    home, project = tmp_path / "user", tmp_path / "project"
+    (home / ".pi" / "agent").mkdir(parents=True)
+    (home / ".claude").mkdir()
+    project.mkdir()
+    pi, node_env = installed_or_fail(install_pi1, "Pi 1.x")
+    claude = installed_or_fail(install_claude, "Claude Code")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LOOKBACK_", "PI_", "CLAUDE_", "ANTHROPIC_"))}
+    env.update(node_env, HOME=str(home), LOOKBACK_HOME=str(tmp_path / "data"),
+               PI_OFFLINE="1", DISABLE_AUTOUPDATER="1",
+               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+
+    before = doctor(env, project)
+    assert before["pi package"]["status"] == "problem"
+    assert before["mcp: pi"]["status"] == "note" and before["mcp: claude-code"]["status"] == "note"
+
+    run([str(pi), "install", str(PI_PACKAGE_DIR)], env, project)
+    run([str(pi), "mcp", "add", "lookback", "--exposure", "direct", "--", LOOKBACK, "mcp"],
+        env, project)
+    run([*claude, "mcp", "add", "--scope", "user", "lookback", "--", LOOKBACK, "mcp",
+         "--provider", "anthropic"], env, project)
+
+    after = doctor(env, project)
+    assert after["pi package"]["status"] == "ok", after["pi package"]
+    assert after["mcp: pi"]["status"] == "ok", after["mcp: pi"]
+    assert after["mcp: claude-code"]["status"] == "ok", after["mcp: claude-code"]
