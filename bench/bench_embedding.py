@@ -43,7 +43,6 @@ from lookback.embedders.registry import get_embedder  # noqa: E402
 from lookback.index.chunking import DEFAULT_OVERLAP, entry_chunks  # noqa: E402
 from lookback.index.embeddings import BATCH_ENTRIES, EMBEDDABLE  # noqa: E402
 from lookback.index.store import open_reader  # noqa: E402
-
 from tests.support import index_paths  # noqa: E402
 
 FIXTURE = ROOT / "tests/fixtures/embedding_paraphrases.json"
@@ -111,8 +110,9 @@ def word_pieces(embedder: EmbeddingPort, texts: list[str]) -> int | None:
     max_tokens = getattr(embedder, "max_tokens", None)
     if max_tokens is None:
         return None
-    from lookback.embedders.onnx_encoder import minilm_model_dir
     from tokenizers import Tokenizer
+
+    from lookback.embedders.onnx_encoder import minilm_model_dir
 
     tokenizer = Tokenizer.from_file(str(minilm_model_dir() / "tokenizer.json"))
     tokenizer.no_padding()

@@ -61,9 +61,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lookback.query.search.reader import IndexReader  # noqa: E402
-
 from lookback.api import retrieve, search  # noqa: E402
+from lookback.query.search.reader import IndexReader  # noqa: E402
 from lookback.settings import load_settings  # noqa: E402
 
 TUNING = ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43")

@@ -37,10 +37,9 @@ from lookback.index.layout import project_dir  # noqa: E402
 from lookback.index.status import applied_events  # noqa: E402
 from lookback.index.store import open_reader  # noqa: E402
 from lookback.ingest.pipeline import ingest_files  # noqa: E402
+from lookback.settings import load_settings  # noqa: E402
 from lookback.workers.config import ServiceConfig  # noqa: E402
 from lookback.workers.sink import RedisSink  # noqa: E402
-
-from lookback.settings import load_settings  # noqa: E402
 
 LARGE = REPO / "tests" / "fixtures" / "pi-sessions" / "large-session.jsonl"
 

@@ -36,6 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.corpus import real_messages, write_corpus  # noqa: E402
+from lookback.api import retrieve  # noqa: E402
 from lookback.index.layout import project_dir  # noqa: E402
 from lookback.index.sink import EmbeddedSink  # noqa: E402
 from lookback.index.store import open_reader  # noqa: E402
@@ -44,9 +46,6 @@ from lookback.ingest.scan import session_files  # noqa: E402
 from lookback.query.search.reader import IndexReader  # noqa: E402
 from lookback.query.text.fts_query import build_fts_query  # noqa: E402
 from lookback.query.text.terms import extract_terms  # noqa: E402
-
-from bench.corpus import real_messages, write_corpus  # noqa: E402
-from lookback.api import retrieve  # noqa: E402
 from lookback.settings import load_settings  # noqa: E402
 
 SESSION_MESSAGES = 5000

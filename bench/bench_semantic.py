@@ -25,12 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.corpus import real_messages, write_corpus  # noqa: E402
+from lookback.api import retrieve  # noqa: E402
 from lookback.embedders.registry import get_embedder  # noqa: E402
 from lookback.index.embeddings import build_embeddings  # noqa: E402
 from lookback.query.search.reader import IndexReader  # noqa: E402
-
-from bench.corpus import real_messages, write_corpus  # noqa: E402
-from lookback.api import retrieve  # noqa: E402
 from lookback.settings import load_settings  # noqa: E402
 from tests.support import index_paths  # noqa: E402
 

@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lookback.api import retrieve  # noqa: E402
 from lookback.embedders.port import EmbeddingPort  # noqa: E402
 from lookback.embedders.registry import get_embedder  # noqa: E402
 from lookback.index.embeddings import Stamp, build_embeddings, decode  # noqa: E402
@@ -42,8 +43,6 @@ from lookback.index.store import open_reader  # noqa: E402
 from lookback.index.tree import branch, context_entries  # noqa: E402
 from lookback.query.search.reader import IndexReader  # noqa: E402
 from lookback.query.semantic import hybrid  # noqa: E402
-
-from lookback.api import retrieve  # noqa: E402
 from lookback.settings import load_settings  # noqa: E402
 from tests.support import fixture_path, index_paths  # noqa: E402
 

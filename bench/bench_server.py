@@ -181,12 +181,11 @@ def main() -> None:
     parser.add_argument("--flood-runs", type=int, default=20)
     args = parser.parse_args()
 
+    from lookback import api
     from lookback.index.sink import EmbeddedSink
     from lookback.ingest.pipeline import ingest_files
     from lookback.ingest.scan import session_files
     from lookback.query.search.reader import IndexReader
-
-    from lookback import api
     from lookback.settings import load_settings
 
     with tempfile.TemporaryDirectory() as temp:

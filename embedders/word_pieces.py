@@ -5,9 +5,10 @@ texts-to-rows loop around a tokenizer and a forward pass, and the padding of a b
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Protocol
 
 import numpy as np
+
 from lookback.embedders.port import check_texts
 
 #: Characters of a text handed to a word-piece tokenizer: far more than a 256-piece
@@ -18,6 +19,20 @@ MAX_TOKENIZER_CHARS = 10_000
 #: two characters per piece), and 500 fits 99% of the fixtures' real chunks
 #: (:mod:`lookback.index.chunking`, whose default this is).
 WINDOW_CHUNK_CHARS = 500
+
+
+class Pieces(Protocol):
+    """One text's word pieces (a ``tokenizers.Encoding``, or e5's own)."""
+
+    @property
+    def ids(self) -> list[int]: ...
+
+
+class WordPieceTokenizer(Protocol):
+    """What the encoders need of a tokenizer (a ``tokenizers.Tokenizer``, or e5's
+    :class:`lookback.embedders.e5.UnigramPieces`)."""
+
+    def encode_batch(self, input: list[str], /) -> Sequence[Pieces]: ...
 
 
 def normalize_rows(matrix: np.ndarray) -> np.ndarray:
@@ -31,16 +46,14 @@ def normalize_rows(matrix: np.ndarray) -> np.ndarray:
 def embed_word_pieces(
     texts: Sequence[str],
     dimensions: int,
-    tokenizer: Any,
+    tokenizer: WordPieceTokenizer,
     batches: Callable[[list[int]], list[list[int]]],
     forward: Callable[[list[list[int]]], np.ndarray],
 ) -> np.ndarray:
     """The embed() of the word-piece encoders.
 
-    ``tokenizer`` has ``encode_batch`` (a ``tokenizers.Tokenizer``, or e5's
-    :class:`lookback.embedders.e5.UnigramPieces`); ``batches`` groups positions by
-    their token counts; ``forward`` maps one batch of token id lists to pooled
-    rows. Blank texts get zero rows; the result is L2-normalised float32.
+    ``batches`` groups positions by their token counts; ``forward`` maps one batch of
+    token id lists to pooled rows. Blank texts get zero rows; the result is L2-normalised float32.
     """
     items = check_texts(texts)
     matrix = np.zeros((len(items), dimensions), dtype=np.float32)
@@ -59,8 +72,8 @@ def pad_token_ids(token_ids: list[list[int]], mask_dtype: type,
                   ids_dtype: type = np.int64) -> tuple[np.ndarray, np.ndarray]:
     """(ids, mask) of one batch, right-padded with zeros to its longest member."""
     length = max(len(ids) for ids in token_ids)
-    ids = np.zeros((len(token_ids), length), dtype=ids_dtype)
-    mask = np.zeros((len(token_ids), length), dtype=mask_dtype)
+    ids: np.ndarray = np.zeros((len(token_ids), length), dtype=ids_dtype)
+    mask: np.ndarray = np.zeros((len(token_ids), length), dtype=mask_dtype)
     for row, row_ids in enumerate(token_ids):
         ids[row, : len(row_ids)] = row_ids
         mask[row, : len(row_ids)] = 1

@@ -22,10 +22,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 import numpy as np
+
 from lookback.embedders.port import EmbeddingPort
 from lookback.index.chunking import (
     CHUNKING_VERSION,
@@ -53,6 +56,8 @@ VECTOR_DTYPE = np.dtype("<f4")
 
 #: Eligible entries that can have a vector: the ones with non-blank text.
 EMBEDDABLE = "e.eligible = 1 AND trim(e.text) != ''"
+
+T = TypeVar("T")  # what a read under _with_reader returns
 
 
 @dataclass(frozen=True)
@@ -224,8 +229,8 @@ def build_embeddings(home: Path, cwd: str, embedder: EmbeddingPort, *, namespace
     total = _with_reader(project.index_path(), lambda c: count_pending(c, stamp))
     cursor = 0
     while True:
-        batch = _with_reader(project.index_path(), lambda c, after=cursor: pending_entries(
-            c, stamp, after_rowid=after, limit=batch_entries))
+        batch = _with_reader(project.index_path(), partial(
+            pending_entries, stamp=stamp, after_rowid=cursor, limit=batch_entries))
         if not batch:
             break
         cursor = batch[-1].rowid
@@ -243,7 +248,7 @@ def build_embeddings(home: Path, cwd: str, embedder: EmbeddingPort, *, namespace
     return report
 
 
-def _with_reader(path: Path | None, read: Callable[[apsw.Connection], object]) -> object:
+def _with_reader(path: Path | None, read: Callable[[apsw.Connection], T]) -> T:
     if path is None or not path.exists():
         raise FileNotFoundError("the project has no index yet")
     connection = open_reader(path)

@@ -15,9 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lookback.index.memo import Memo
-
 from lookback.errors import NotFound
+from lookback.index.memo import Memo
 
 PROJECTS_DIR = "projects"
 CURRENT_FILE = "CURRENT"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import apsw
+
 from lookback.index.project import ProjectWriter
 from lookback.ingest.events import Event
 

@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import apsw
+
+from lookback.errors import Unavailable
 from lookback.index.layout import ProjectDir, project_dir
 from lookback.index.store import EVENT_ERRORS, defer_checkpoint, open_writer, translate
 from lookback.index.writer import SetAside, append_events
 from lookback.ingest.events import Event
 from lookback.ingest.reader import FileState
-
-from lookback.errors import Unavailable
 
 
 class WriterBusy(Unavailable, TimeoutError):

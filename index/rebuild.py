@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import apsw
+
 from lookback.index.embeddings import copy_embeddings
 from lookback.index.layout import ProjectDir
 from lookback.index.project import WriterBusy, acquire_lock

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import apsw
+
 from lookback.index.layout import ProjectDir
 from lookback.index.project import acquire_lock
 from lookback.index.rebuild import RebuildReport, rebuild_locked

@@ -22,6 +22,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 import apsw
+
 from lookback.index.layout import project_key
 from lookback.index.paths import PathRegistry, forget_moved
 from lookback.index.project import ProjectWriter, WriterBusy

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+
 from lookback.index.layout import ProjectDir, project_dir
 from lookback.index.repair import check
 from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION

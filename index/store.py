@@ -16,9 +16,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import apsw
-from lookback.index.schema import DDL, SCHEMA_VERSION, TOKENIZER_VERSION
 
 from lookback.errors import Unavailable
+from lookback.index.schema import DDL, SCHEMA_VERSION, TOKENIZER_VERSION
 
 PAGE_SIZE = 8192
 BUSY_TIMEOUT_MS = 5000

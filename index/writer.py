@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import apsw
+
 from lookback.index.schema import SCHEMA_VERSION
 from lookback.index.store import read_meta, write_meta, write_transaction
 from lookback.index.tokens import estimate_tokens  # one estimate for index and budgets
@@ -61,7 +62,7 @@ def append_events(connection: apsw.Connection, events: Iterable[Event], *,
     failing the batch (see the module notes). Returns the number of events applied.
     """
     events = list(events)
-    ids = list(source_ids) if source_ids is not None else [None] * len(events)
+    ids: list[str | None] = list(source_ids) if source_ids is not None else [None] * len(events)
     try:
         return _append(connection, events, ids, extra, None)
     except BAD_EVENT_ERRORS:

@@ -20,9 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from lookback.ingest import jsonio
-
 from lookback.errors import LookbackError
+from lookback.ingest import jsonio
 
 EVENT_KINDS = ("session", "entry", "reset", "leaf")
 

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import orjson
+
 from lookback.ingest.storable import escape_strings
 
 #: What a line that no parser accepts raises (nesting past the parsers' limits included).

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from lookback.errors import Unavailable
 from lookback.ingest.reader import (
     DEFAULT_MAX_LINE_BYTES,
     Batch,
@@ -24,8 +25,6 @@ from lookback.ingest.reader import (
     session_identity,
 )
 from lookback.ingest.storable import escape_surrogates
-
-from lookback.errors import Unavailable
 
 
 class SinkUnavailable(Unavailable):

@@ -28,12 +28,11 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, BinaryIO
 
+from lookback.errors import UserError
 from lookback.ingest import claude_code, jsonio
 from lookback.ingest.entries import normalize_entry
 from lookback.ingest.events import Event
 from lookback.ingest.storable import escape_surrogates
-
-from lookback.errors import UserError
 from lookback.settings import DEFAULTS
 
 #: Lines longer than this are skipped (and counted); Pi never writes one in practice.

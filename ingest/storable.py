@@ -42,7 +42,7 @@ def escape_strings(value: Any) -> tuple[Any, int]:
         fixed = escape_surrogates(value)
         return fixed, int(fixed is not value)
     repaired = 0
-    stack = [value] if isinstance(value, dict | list) else []
+    stack: list[Any] = [value] if isinstance(value, dict | list) else []
     while stack:
         node = stack.pop()
         slots = list(node) if isinstance(node, dict) else range(len(node))  # renamed keys move

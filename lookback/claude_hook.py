@@ -202,7 +202,8 @@ def _parse_http(answer: bytes) -> object:
 
 
 def _unchunk(data: bytes) -> bytes:
-    out, position = [], 0
+    out: list[bytes] = []
+    position = 0
     while True:
         end = data.index(b"\r\n", position)
         size = int(data[position:end].split(b";")[0], 16)

@@ -169,8 +169,8 @@ class HistoryTools:
 
     def _session(self, session_file: str | None, project: str | None,
                  session_id: str | None) -> dict[str, str]:
-        names = {"session_file": session_file, "project": project, "session_id": session_id}
-        names = {key: value for key, value in names.items() if value}
+        given = {"session_file": session_file, "project": project, "session_id": session_id}
+        names = {key: value for key, value in given.items() if value}
         if not names.get("session_file") and not names.get("project"):
             if not self.default_project:
                 raise ToolRefused("name the session: session_file, or project (the project "

@@ -48,20 +48,20 @@ class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
         return msgspec.to_builtins(self)
 
 
-class Retrieval(Section):
+class Retrieval(Section, frozen=True):
     max_results: Annotated[int, msgspec.Meta(ge=1, le=100)] = 12
     max_retrieved_history_tokens: Positive = 16000
     semantic: bool = False
     embedder: str = "hashing"
 
 
-class Privacy(Section):
+class Privacy(Section, frozen=True):
     default_max: str = "internal"
     local_providers: tuple[str, ...] = ("ollama", "llama.cpp", "lmstudio", "local")
     providers: dict[str, str] = {}
 
 
-class Server(Section):
+class Server(Section, frozen=True):
     host: str = "127.0.0.1"
     port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8765
     #: bearer token -> list of projects (names or cwds), or "*" for all
@@ -80,7 +80,7 @@ class Server(Section):
     allowed_hosts: tuple[str, ...] = ()
 
 
-class Freshness(Section):
+class Freshness(Section, frozen=True):
     """How an embedded reader keeps the sessions it is asked about fresh itself."""
 
     enabled: bool = True
@@ -94,7 +94,7 @@ class Freshness(Section):
     idle_close_seconds: NonNegative = 1.0  # writers are closed after this long without jobs
 
 
-class ClaudeCode(Section):
+class ClaudeCode(Section, frozen=True):
     """Claude Code: where its sessions are, and the UserPromptSubmit hook."""
 
     #: Claude Code's sessions folder; empty: $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects
@@ -107,11 +107,11 @@ class ClaudeCode(Section):
     hook_timeout_ms: PositiveFloat = 1500.0
 
 
-class Manifest(Section):
+class Manifest(Section, frozen=True):
     keep_per_session: Positive = 50
 
 
-class Workers(Section):
+class Workers(Section, frozen=True):
     processes: Positive = 1
     threads: Positive = 2
     key_prefix: str = "lookback:"
@@ -127,7 +127,7 @@ class Workers(Section):
     host: str = ""
 
 
-class Reader(Section):
+class Reader(Section, frozen=True):
     """The reader's read connections (query.search.pool)."""
 
     #: open files the index connections may hold in all: 2 per connection + 1 per file
@@ -136,7 +136,7 @@ class Reader(Section):
     connections_per_project: Positive = 4
 
 
-class Settings(Section):
+class Settings(Section, frozen=True):
     """Every setting, typed; ``load_settings`` builds one, ``Settings()`` is the defaults."""
 
     #: where the project indexes live; unset: the platform data dir

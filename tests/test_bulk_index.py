@@ -11,7 +11,6 @@ from lookback.index.sink import EmbeddedSink
 from lookback.index.store import needs_rebuild, open_reader, read_meta
 from lookback.ingest.pipeline import ingest_files
 from lookback.ingest.scan import session_files
-
 from tests.support import FIXTURES
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lookback.index.chunking import (
     CHUNKING_VERSION,
     CODE_DISCOUNT,

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from lookback.api import retrieve
 from lookback.index.layout import project_dir
 from lookback.index.sink import EmbeddedSink
 from lookback.index.store import open_reader
@@ -31,8 +33,6 @@ from lookback.ingest.reader import (
     read_session,
 )
 from lookback.query.search.reader import IndexReader
-
-from lookback.api import retrieve
 from lookback.settings import load_settings
 from tests.support import fixture_path, index_paths
 from tests.test_fuzz_ingest import bad_lines, not_good_id, values

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lookback.query.context.evidence import FOOTER, HEADER
 
 from lookback import claude_hook
 from lookback.cli import main
 from lookback.commands.install import hook_command
+from lookback.query.context.evidence import FOOTER, HEADER
 from tests.e2e.harness import JsonServer, slow
 from tests.server.conftest import settings_for, start_server, stop_server
 from tests.support import index_paths

@@ -102,11 +102,13 @@ def test_doctests(module):
 
 
 def test_ci_runs_the_readme_test_command():
-    """.ci/run ends with the command README gives (linter, whole suite), so they agree."""
+    """.ci/run ends with the command README gives (linter, type checker, whole suite), so
+    they agree."""
     readme = README.read_text(encoding="utf-8")
     command = next(line for line in readme.splitlines()
                    if line.startswith("python3 -m venv .venv && ") and "pytest" in line)
-    assert "ruff check" in command and command.endswith(".venv/bin/pytest")
+    assert "ruff check" in command and "tests.typecheck" in command
+    assert command.endswith(".venv/bin/pytest")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
     assert ci[-1] == command
 

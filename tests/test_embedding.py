@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from lookback.embedders.hashing import HashingEmbedder
 from lookback.embedders.port import EmbeddingError, EmbeddingPort, EmbeddingUnavailable
 from lookback.embedders.registry import EMBEDDERS, get_embedder

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable
 from lookback.embedders.registry import get_embedder
 from lookback.index.chunking import DEFAULT_MAX_CHARS, DEFAULT_OVERLAP, entry_chunks

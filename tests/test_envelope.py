@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
-from lookback.query.context.evidence import FOOTER, HEADER, envelope
 
 from lookback.api import retrieve
+from lookback.query.context.evidence import FOOTER, HEADER, envelope
 from lookback.settings import load_settings
 from tests.support import index_paths
 

@@ -6,6 +6,9 @@ import ast
 
 import apsw
 import pytest
+
+from lookback.cli import describe
+from lookback.errors import NotFound, SettingsError, Unavailable, UserError
 from lookback.index.layout import ProjectNotFound
 from lookback.index.project import WriterBusy
 from lookback.index.store import (
@@ -21,9 +24,6 @@ from lookback.ingest.scan import PathProblem
 from lookback.query.privacy.policy import PrivacySettingsError
 from lookback.query.search.reader import NotIndexed
 from lookback.query.search.request import RequestError
-
-from lookback.cli import describe
-from lookback.errors import NotFound, SettingsError, Unavailable, UserError
 from tests.test_layers import modules
 
 KINDS = {"LookbackError", "UserError", "SettingsError", "NotFound", "Unavailable", "ApiError"}

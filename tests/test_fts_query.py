@@ -10,6 +10,7 @@ import random
 
 import apsw
 import pytest
+
 from lookback.index.schema import FTS_TOKENIZE
 from lookback.query.text.fts_query import build_fts_query, build_phrase_query, quote_fts_string
 from lookback.query.text.matching import find_literal

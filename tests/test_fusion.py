@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from lookback.query.semantic.fusion import Candidate, FusedCandidate, fuse
 
 # Entry keys as the engine uses them: (session id, entry id) from the v3 fixture.

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
 from lookback.index.sink import EmbeddedSink

@@ -8,12 +8,12 @@ import threading
 
 import apsw
 import pytest
+
 from lookback.index.layout import list_projects, project_dir
 from lookback.index.project import ProjectWriter
 from lookback.index.rebuild import rebuild
 from lookback.index.store import IndexFull, open_reader, read_meta
 from lookback.index.tree import branch, context_entries, leaf_of
-
 from tests.support import fixture_path, index_paths
 
 

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from lookback.freshness import engine_for
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
 from lookback.ingest.reader import NotASession, is_rewritten, read_session, session_identity
-
-from lookback.freshness import engine_for
 from lookback.settings import load_settings
 from tests.support import fixture_path
 

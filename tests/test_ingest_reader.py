@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from lookback.ingest.reader import FileState, NotASession, ReadStats, read_session
 
+from lookback.ingest.reader import FileState, NotASession, ReadStats, read_session
 from tests.support import fixture_path
 
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
 from lookback.index.sink import EmbeddedSink
@@ -24,7 +25,6 @@ from lookback.ingest.events import Event, EventError
 from lookback.ingest.pipeline import ingest_files
 from lookback.ingest.reader import read_session
 from lookback.ingest.watch import Watcher
-
 from tests.support import fixture_path, index_paths
 
 V3_CWD = "/workspace/demo"

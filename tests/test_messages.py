@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lookback.index.tokens import estimate_tokens
 from lookback.query.context.messages import (
     EVIDENCE_FOOTER,

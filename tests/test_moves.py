@@ -8,7 +8,6 @@ from pathlib import Path
 
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
-
 from tests.support import fixture_path, index_paths
 
 GOOD_IDS = {f"{n:08x}" for n in range(1, 11)}

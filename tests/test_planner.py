@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lookback.query.context.messages import (
     EVIDENCE_FOOTER,
     EVIDENCE_HEADER,

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lookback.query.privacy.policy import (
     Classification,
     PrivacyPolicy,

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+
+from lookback.api import retrieve, search
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
 from lookback.query.search.candidates import rarity
 from lookback.query.search.reader import IndexReader
-
-from lookback.api import retrieve, search
 from lookback.settings import load_settings
 from tests.support import index_paths
 

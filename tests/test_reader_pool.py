@@ -12,9 +12,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from lookback.query.search.reader import IndexReader
 
 from lookback.api import retrieve
+from lookback.query.search.reader import IndexReader
 from lookback.settings import load_settings
 from tests.support import fixture_path, index_paths
 

@@ -13,12 +13,12 @@ import re
 import unicodedata
 
 import pytest
+
+from lookback.api import retrieve, search, source
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
 from lookback.index.tree import branch, leaf_of
 from lookback.query.search.reader import IndexReader
-
-from lookback.api import retrieve, search, source
 from lookback.settings import load_settings
 from tests.support import fixture_path, index_paths
 

@@ -15,11 +15,11 @@ import sys
 import threading
 
 import pytest
+
 from lookback.index.layout import list_projects
 from lookback.index.project import acquire_lock
 from lookback.index.rebuild import RebuildBusy, rebuild
 from lookback.index.store import open_reader
-
 from tests.support import fixture_path, index_paths
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import apsw
 import pytest
+
+from lookback.api import retrieve
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
 from lookback.query.search.reader import IndexReader
-
-from lookback.api import retrieve
 from lookback.settings import load_settings
 from tests.support import fixture_path
 

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+
+from lookback.api import RequestError, retrieve
 from lookback.index.tree import branch, context_entries
 from lookback.query.context.evidence import FOOTER, HEADER
 from lookback.query.search.reader import IndexReader
-
-from lookback.api import RequestError, retrieve
 from lookback.settings import load_settings
 from tests.support import fixture_path, index_paths
 
@@ -343,6 +343,7 @@ def test_a_fake_end_marker_in_the_text_stays_inside_the_json_string(home, ask, t
 
 def test_exact_search_failure_disables_and_fts_failure_warns(indexed, ask, monkeypatch):
     import apsw
+
     import lookback.query.search.retrieve as pipeline
 
     def broken(*args, **kwargs):

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lookback.query.privacy.secrets import (
     MAX_WINDOW,
     TRIGGER_WINDOW,
@@ -21,7 +22,6 @@ from lookback.query.privacy.secrets import (
     detectors,
     find_secrets,
 )
-
 from tests import test_privacy
 from tests.server import test_privacy_gate
 

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from lookback.api import retrieve
+from lookback.cli import main
 from lookback.embedders import registry
 from lookback.embedders.registry import get_embedder
 from lookback.index.embeddings import EMBEDDINGS_SEQ_META, Stamp, build_embeddings, count_pending
@@ -23,9 +26,6 @@ from lookback.index.rebuild import rebuild
 from lookback.index.store import open_reader, open_writer, write_meta
 from lookback.index.tree import branch, context_entries
 from lookback.query.search.reader import IndexReader
-
-from lookback.api import retrieve
-from lookback.cli import main
 from lookback.settings import load_settings
 from tests.support import fixture_path, index_paths
 

@@ -8,7 +8,6 @@ from lookback.index.layout import project_dir
 from lookback.index.sink import EmbeddedSink
 from lookback.index.store import open_reader
 from lookback.ingest.pipeline import ingest_files
-
 from tests.support import fixture_path
 
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from lookback.index.layout import project_key
 from lookback.index.sink import EmbeddedSink
 from lookback.ingest.pipeline import ingest_files
-
 from tests.service.helpers import append, expected_entries, indexed_entries, session_lines
 
 CWD, OTHER_CWD = "/work/contract-a", "/work/contract-b"

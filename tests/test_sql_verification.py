@@ -14,6 +14,7 @@ import unicodedata
 
 import apsw
 import pytest
+
 from lookback.index.schema import FTS_TOKENIZE
 from lookback.query.search.candidates import (
     SELECTIVE_PHRASES,
@@ -29,7 +30,6 @@ from lookback.query.search.retrieve import Searched, matches_of, merge_candidate
 from lookback.query.text.fts_query import build_phrase_query, folded_tokens, fts_tokens
 from lookback.query.text.matching import PhraseFinder, TermMatcher, find_phrase
 from lookback.query.text.terms import extract_terms
-
 from tests.support import fixture_path
 
 WORDS = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from lookback.query.text.normalize import fold
 from lookback.query.text.stopwords import is_stopword, is_technology
 from lookback.query.text.terms import (
@@ -359,7 +360,6 @@ def test_skipping_passes_by_their_substrings_changes_no_result(monkeypatch):
     import json
 
     from lookback.query.text import terms as module
-
     from tests.support import fixture_path
 
     messages = ["see src\\utils\\a.py, C:\\x\\y.txt, HTTP 404, SIGKILL, E0502, `a`",

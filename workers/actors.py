@@ -14,14 +14,14 @@ import logging
 
 import dramatiq
 from dramatiq.middleware import Middleware
+
+from lookback.settings import load_settings
 from lookback.workers.apply import UnknownProject, drain
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig, redis_client
 from lookback.workers.embed import EMBED_ACTOR, EmbedSettings, nudge_embed, run_embed
 from lookback.workers.nudge import APPLY_ACTOR, REBUILD_ACTOR, broker_for, nudge
 from lookback.workers.reindex import run_rebuild
 from lookback.workers.sweeper import SweeperThread
-
-from lookback.settings import load_settings
 
 logger = logging.getLogger("lookback.workers")
 

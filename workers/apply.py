@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import apsw
+
+from lookback.errors import NotFound
 from lookback.index.layout import project_key
 from lookback.index.project import ProjectWriter
 from lookback.index.store import read_meta, write_meta
@@ -34,8 +36,6 @@ from lookback.workers.log import START, LogItem, read_after, trim_through
 from lookback.workers.nudge import APPLY_ACTOR, send
 from lookback.workers.owner import Applying, Owner, claim, is_mine
 from lookback.workers.port import RedisPort
-
-from lookback.errors import NotFound
 
 logger = logging.getLogger("lookback.workers")
 

@@ -30,10 +30,9 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from lookback.workers.port import RedisPort
-
 from lookback.errors import SettingsError
 from lookback.settings import DEFAULTS, Settings
+from lookback.workers.port import RedisPort
 
 #: The queue fresh appends go through; kept short so appends never wait.
 INDEX_QUEUE = "lookback-index"

@@ -26,13 +26,12 @@ from dataclasses import dataclass
 from lookback.embedders.port import EmbeddingError
 from lookback.embedders.registry import get_embedder
 from lookback.index.embeddings import EmbedReport, build_embeddings
+from lookback.settings import DEFAULTS, Settings
 from lookback.workers.apply import project_info
 from lookback.workers.config import ServiceConfig
 from lookback.workers.nudge import send
 from lookback.workers.owner import my_queues
 from lookback.workers.port import RedisPort
-
-from lookback.settings import DEFAULTS, Settings
 
 logger = logging.getLogger("lookback.workers")
 

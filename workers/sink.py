@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from lookback.errors import ForeignProject
 from lookback.index.layout import project_key
 from lookback.ingest.events import Event
 from lookback.ingest.reader import Batch, FileState
@@ -24,8 +25,6 @@ from lookback.workers.config import ServiceConfig, redis_client
 from lookback.workers.log import add_events
 from lookback.workers.nudge import nudge
 from lookback.workers.port import RedisPort
-
-from lookback.errors import ForeignProject
 
 T = TypeVar("T")
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import apsw
 import redis
+
 from lookback.index.layout import ProjectNotFound, find_project
 from lookback.index.store import IndexUnavailable, open_reader, read_meta
 from lookback.workers.apply import CURSOR_META

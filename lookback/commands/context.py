@@ -111,6 +111,8 @@ def _entry_texts(settings: Settings, project: str | None,
         return {}
     try:
         path = find_project(settings.home, project, settings.namespace).index_path()
+        if path is None:
+            return {}
         connection = open_reader(path)
     except Exception:  # index gone or unreadable: show the record without excerpts
         return {}
@@ -142,13 +144,14 @@ def render(view: str, records: list[dict], session_id: str) -> list[str]:
         lines = [f"session {session_id}: {len(rows)} excluded source(s) in "
                  f"{len(records)} retrieval(s)"]
         return lines + _table(rows, ("entry_id", "classification", "stage", "reason"))
-    lines: list[str] = []
+    lines = []
     for record in records:
         lines.append(_headline(record, session_id))
         items = record.get("items", [])
         if view == "included":
             items = [i for i in items if i.get("included", True)]
-        columns = ("entry_id", "role", "tier", "classification", "score", "tokens", "group_id")
+        columns: tuple[str, ...] = ("entry_id", "role", "tier", "classification", "score",
+                                    "tokens", "group_id")
         if view == "manifest":
             ids = ", ".join(record.get("retrievedEventIds", [])) or "(none)"
             lines.append(f"  retrievedEventIds: {ids}")

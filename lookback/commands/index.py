@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lookback.commands.common import load, progress_printer
 from lookback.errors import UserError
@@ -15,6 +16,9 @@ from lookback.index.sink import EmbeddedSink
 from lookback.ingest.pipeline import IngestReport, ingest_files
 from lookback.ingest.scan import named_files, session_files
 from lookback.settings import Settings
+
+if TYPE_CHECKING:
+    from lookback.workers.sink import RedisSink
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.queue:
         from lookback.service import queue_sink  # imports Redis only in service mode
 
-        sink = queue_sink(settings)
+        sink: EmbeddedSink | RedisSink = queue_sink(settings)
     else:
         # bulk: new indexes are written without fsyncs and the run syncs once at its
         # end (many small projects: ~4 fsyncs each dominated the run)

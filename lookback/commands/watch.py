@@ -12,12 +12,16 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lookback.commands.common import load
 from lookback.errors import UserError
 from lookback.freshness import default_roots
 from lookback.index.sink import EmbeddedSink
 from lookback.ingest.watch import Watcher, WatchRound
+
+if TYPE_CHECKING:
+    from lookback.workers.sink import RedisSink
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,11 +55,11 @@ def run(args: argparse.Namespace) -> int:
     if settings.service_mode:
         from lookback.service import queue_sink
 
-        sink = queue_sink(settings)
+        sink: EmbeddedSink | RedisSink = queue_sink(settings)
         on_idle = None
     else:
-        sink = EmbeddedSink(settings.home, namespace=settings.namespace)
-        on_idle = sink.idle  # never hold a project's writer lock while idle
+        embedded = EmbeddedSink(settings.home, namespace=settings.namespace)
+        sink, on_idle = embedded, embedded.idle  # never hold a writer lock while idle
     mode = "Redis" if settings.service_mode else "the local indexes"
     print(f"watching {len(roots)} folder(s), publishing to {mode}; Ctrl-C stops",
           file=sys.stderr, flush=True)

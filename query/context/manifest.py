@@ -120,7 +120,9 @@ def retrieval_record(response: dict, *, session_id: str, project: str | None,
     """The manifest record of one retrieval response (no text: whitelisted fields only)."""
     evidence = [e for e in response.get("evidence") or [] if isinstance(e, dict)]
     excluded = [e for e in response.get("excluded") or [] if isinstance(e, dict)]
-    query = response.get("query") if isinstance(response.get("query"), dict) else {}
+    query = response.get("query")
+    if not isinstance(query, dict):
+        query = {}
     items = [_item(e) for e in evidence]
     return {
         "kind": "retrieval",
@@ -183,7 +185,7 @@ class ManifestStore:
         self._lock = threading.Lock()
         self._connection: apsw.Connection | None = None
         self._readonly = readonly
-        self._since_prune: dict[str, int] = {}
+        self._since_prune: dict[tuple[str, str | None], int] = {}
 
     def _open(self) -> apsw.Connection | None:
         if self._connection is not None:

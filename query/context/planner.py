@@ -32,7 +32,7 @@ decides and applies the decision.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from lookback.query.context.messages import (
     EVIDENCE_FOOTER,
@@ -130,7 +130,7 @@ def _description_problem(message: Any) -> str | None:
     return None
 
 
-def _count(value: Any) -> bool:
+def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -227,7 +227,7 @@ def _included_record(item: dict, cost: int) -> dict:
 
 
 def _excluded_record(item: Any, reason: str) -> dict:
-    record = {"source": _source(item), "reason": reason}
+    record: dict[str, Any] = {"source": _source(item), "reason": reason}
     if isinstance(item, dict):
         record["entry_id"] = item.get("entry_id")
         record["session_id"] = item.get("session_id")
@@ -329,13 +329,14 @@ def apply_decision(messages: list[dict], evidence: list[dict], decision: Any) ->
     if len(set(map(str, sources))) != len(sources) or not all(s in by_source for s in sources):
         return messages
     inserted = [by_source[source].get("message") for source in sources]
-    if not all(_is_envelope(message) for message in inserted):
+    envelopes = [message for message in inserted if _is_envelope(message)]
+    if len(envelopes) != len(inserted):
         return messages
     index = latest[0]
-    return messages[:index] + inserted + messages[index:]
+    return messages[:index] + envelopes + messages[index:]
 
 
-def _is_envelope(message: Any) -> bool:
+def _is_envelope(message: Any) -> TypeGuard[dict[str, Any]]:
     if not isinstance(message, dict) or message.get("role") != "user":
         return False
     text = message_text(message).strip()
@@ -353,7 +354,7 @@ def plan(
     """The final message list with as much ranked evidence as fits, for a caller that
     holds whole messages: ``{"messages", "included", "excluded", "tokens",
     "fallback"}``. Neither input is modified."""
-    budgets = {"max_retrieved_history_tokens": max_retrieved_history_tokens,
+    budgets: dict[str, Any] = {"max_retrieved_history_tokens": max_retrieved_history_tokens,
                "input_target_tokens": input_target_tokens,
                "hard_limit_tokens": hard_limit_tokens}
     _budgets(*budgets.values())
@@ -401,5 +402,4 @@ def _item_cost(item: Any) -> Any:
     if not isinstance(item, dict) or not isinstance(item.get("message"), dict):
         return item.get("tokens") if isinstance(item, dict) else None
     declared = item.get("tokens")
-    declared = declared if _count(declared) else 0
-    return max(declared, estimate_message_tokens(item["message"]))
+    return max(declared if _count(declared) else 0, estimate_message_tokens(item["message"]))

@@ -36,10 +36,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lookback.errors import SettingsError
 from lookback.query.context.messages import message_text
 from lookback.query.privacy.secrets import PRIVATE_KEY, find_secrets
-
-from lookback.errors import SettingsError
 
 
 class Classification(enum.IntEnum):

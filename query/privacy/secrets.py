@@ -64,6 +64,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import ahocorasick
 
@@ -408,7 +409,7 @@ class _Detector:
     anchored: bool = False
 
 
-def _detect_secrets_plugins() -> list[type]:
+def _detect_secrets_plugins() -> list[Any]:  # detect-secrets is untyped
     """The detect-secrets regex plugins Lookback uses (see the module docstring)."""
     from detect_secrets.plugins.aws import AWSKeyDetector
     from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import apsw
+
 from lookback.index.memo import Memo
 from lookback.index.tree import PathEntry
 from lookback.query.text.fts_query import FtsQuery, build_phrase_query
@@ -101,7 +102,7 @@ class Scope:
             return "0", []
         ranges = runs(sorted(self.rowids))
         envelope = "{fts}.rowid BETWEEN ? AND ?"
-        bounds = [ranges[0][0], ranges[-1][1]]
+        bounds: list[object] = [ranges[0][0], ranges[-1][1]]
         if len(ranges) == 1:
             return envelope, bounds
         if len(ranges) <= MAX_RANGES:

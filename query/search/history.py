@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apsw
+
 from lookback.index.store import IndexUnavailable
 from lookback.index.tree import branch as leaf_branch
 from lookback.index.tree import leaf_of

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import apsw
+
 from lookback.index.store import IndexUnavailable, open_reader, snapshot_changed
 
 DEFAULT_MAX_OPEN_FILES = 256

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
+
+from lookback.errors import NotFound
 from lookback.index.layout import ProjectDir, find_project, project_dir
 from lookback.index.memo import Memo
 from lookback.index.store import IndexUnavailable
@@ -33,8 +35,6 @@ from lookback.query.search.pool import (
     ConnectionPool,
     PoolStats,
 )
-
-from lookback.errors import NotFound
 
 BRANCH_CACHE_SIZE = 64
 HEADER_CACHE_SIZE = 1024

@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lookback.query.context.messages import latest_real_user_message
-
 from lookback.errors import UserError
+from lookback.query.context.messages import latest_real_user_message
 from lookback.settings import DEFAULTS
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -150,9 +149,10 @@ def parse_request(data: Any, defaults: dict[str, Any] | None = None) -> Retrieva
         raise RequestError("plan must be an object: kinds, tokens and optional budgets")
     kinds = _typed_list(plan, "kinds", str, "plan.kinds must be a list of kind strings")
     tokens = _typed_list(plan, "tokens", int, "plan.tokens must be a list of integers")
-    paired = kinds is not None and tokens is not None and len(kinds) == len(tokens)
-    messages = [{"kind": kind, "tokens": count} for kind, count in zip(
-        kinds, tokens, strict=True)] if paired else None
+    messages = None
+    if kinds is not None and tokens is not None and len(kinds) == len(tokens):
+        messages = [{"kind": kind, "tokens": count}
+                    for kind, count in zip(kinds, tokens, strict=True)]
     return replace(request, plan=_plan_request(
         plan, messages, [], request.max_retrieved_history_tokens, "plan."))
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import apsw
+
 from lookback.index.store import IndexUnavailable
 from lookback.index.tokens import CHARS_PER_TOKEN, estimate_tokens
 from lookback.index.tree import context_entries
@@ -226,7 +227,9 @@ class Retriever:
         """
         budget = request.max_retrieved_history_tokens
         ceiling = self.policy.max_for(request.provider)
-        used, evidence, excluded = 0, [], []
+        used = 0
+        evidence: list[dict[str, Any]] = []
+        excluded: list[dict[str, Any]] = []
         for position, item in enumerate(ranked):
             if len(evidence) >= request.max_results:
                 break
@@ -467,7 +470,7 @@ def _build_item(item: Ranked, classification: str,
                 max_chars: int = MAX_EXCERPT_CHARS) -> dict[str, Any]:
     row = item.row
     first = first_position(row.text or "", item.matches)  # vector-only: no matches, 0
-    quoted = excerpt(row.text, first, max_chars)
+    quoted = excerpt(row.text or "", first, max_chars)
     text = envelope(session_id=row.session_id, entry_id=row.entry_id, timestamp=row.timestamp,
                     role=row.role, score=item.score, reasons=item.reasons, quoted=quoted)
     return {

@@ -34,6 +34,7 @@ from typing import Any
 
 import apsw
 import numpy as np
+
 from lookback.embedders.port import EmbeddingError, EmbeddingPort
 from lookback.embedders.registry import get_embedder, is_loaded
 from lookback.index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
@@ -48,7 +49,7 @@ from lookback.query.search.ranking import (
     TOKENS_FOR_FULL_PENALTY,
     Ranked,
 )
-from lookback.query.semantic.fusion import Candidate, fuse
+from lookback.query.semantic.fusion import Candidate, CandidateKey, fuse
 
 #: Vector candidates (entries) taken per query, as a multiple of ``max_results``.
 SEMANTIC_FACTOR, SEMANTIC_FLOOR = 2, 12
@@ -136,7 +137,7 @@ def session_vectors(connection: apsw.Connection, index_file: str, session_id: st
     if found is None:
         found = _load(connection, session_id, stamp)
         cache.put(key, found)
-    return found  # type: ignore[return-value]
+    return found
 
 
 def _load(connection: apsw.Connection, session_id: str, stamp: Stamp) -> SessionVectors:
@@ -249,7 +250,7 @@ def _scoped(vectors: SessionVectors, scope: Scope, cache: Any, index_file: str) 
                               len(entries), entries, starts, chunks,
                               (CHUNK_PENALTY * np.log(chunks)).astype(np.float32))
         cache.put(key, found)
-    return found  # type: ignore[return-value]
+    return found
 
 
 def _embedder(name: str) -> tuple[EmbeddingPort, float | None]:
@@ -269,11 +270,12 @@ def _embedder(name: str) -> tuple[EmbeddingPort, float | None]:
 def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]],
           extra: dict[int, Row]) -> list[Ranked]:
     """Lexical items in their tiers, vector candidates fused into ``other``."""
-    by_key = {(item.row.session_id, item.row.entry_id): item for item in ranked}
+    by_key: dict[CandidateKey, Ranked] = {(item.row.session_id, item.row.entry_id): item
+                                          for item in ranked}
     by_rowid = {item.row.rowid: item for item in ranked}
     lexical = [Candidate(key, item.tier, item.score, float(item.row.ts_ms or 0))  # type: ignore[arg-type]
                for key, item in by_key.items()]
-    semantic: list[tuple[tuple[str, str], float]] = []
+    semantic: list[tuple[CandidateKey, float]] = []
     for rowid, similarity in hits:
         if rowid in by_rowid:  # a lexical candidate: vectors may reorder it within `other`
             row = by_rowid[rowid].row
@@ -283,7 +285,7 @@ def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]],
         else:
             continue
         semantic.append(((row.session_id, row.entry_id), similarity))
-    return [by_key[candidate.key] for candidate in fuse(lexical, semantic)]  # type: ignore[index]
+    return [by_key[candidate.key] for candidate in fuse(lexical, semantic)]
 
 
 def _vector_only(row: Row, similarity: float) -> Ranked:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import apsw
+
 from lookback.index.schema import FTS_TOKENIZE
 from lookback.query.text.terms import MAX_TERMS, QueryTerms
 

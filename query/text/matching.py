@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 import regex
+
 from lookback.query.text.fts_query import token_spans
 from lookback.query.text.normalize import WORD_CHARS, FoldedText, find_bounded, fold
 from lookback.query.text.terms import QueryTerms, Term

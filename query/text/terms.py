@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import regex
+
 from lookback.query.text.normalize import fold
 from lookback.query.text.stopwords import is_stopword, is_technology
 

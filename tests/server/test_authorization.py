@@ -14,9 +14,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from lookback.index.layout import project_key
 
 from lookback import api
+from lookback.index.layout import project_key
 from lookback.server import ReaderApp
 from tests.support import index_paths
 

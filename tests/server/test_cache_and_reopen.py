@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lookback.cli import main
 from lookback.index.layout import find_project
 from lookback.index.rebuild import rebuild
-
-from lookback.cli import main
 from tests.support import index_paths
 
 from .conftest import retrieve_body

@@ -189,9 +189,8 @@ def test_service_mode_nudge_hands_the_file_to_the_service(home, session_file, mo
     """Off the request path (lookback.server.nudges): the answer does not wait for it."""
     import threading
 
-    from lookback.index.layout import project_key
-
     from lookback import service
+    from lookback.index.layout import project_key
     from lookback.server import ReaderApp
 
     from .conftest import settings_for

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lookback.index.project import ProjectWriter
 
 from lookback import api
 from lookback.freshness import FreshnessConfig, FreshnessEngine, engine_for
+from lookback.index.project import ProjectWriter
 from lookback.server import ReaderApp
 from tests.support import index_paths
 

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from lookback.index.layout import project_key
 
 from lookback.errors import UserError
+from lookback.index.layout import project_key
 from lookback.server import make_server
 
 from .conftest import SESSION_ID, retrieve_body, settings_for, write_session

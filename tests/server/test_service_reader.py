@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from lookback.workers.sink import Backoff
 
+from lookback.workers.sink import Backoff
 from tests.service.conftest import REDIS_URL, cleanup, make_service
 
 from .conftest import retrieve_body
@@ -87,7 +87,6 @@ def test_backoff_gives_up_when_bounded():
 
 def test_a_service_mode_nudge_publishes_only_into_the_granted_project(tmp_path):
     from lookback.index.layout import project_key
-
     from lookback.server import ReaderApp
     from lookback.settings import load_settings
 

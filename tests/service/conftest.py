@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from lookback.workers.config import ServiceConfig
 
 from lookback.settings import Settings, load_settings
+from lookback.workers.config import ServiceConfig
 from tests.service.helpers import WorkerProcess
 
 REDIS_URL = os.environ.get("LOOKBACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

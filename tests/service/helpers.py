@@ -20,12 +20,11 @@ from typing import Any
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
 from lookback.ingest.reader import read_session
+from lookback.settings import load_settings
 from lookback.workers.config import INDEX_QUEUE, ServiceConfig
 from lookback.workers.lifeline import die_with_parent
 from lookback.workers.owner import my_queues
 from lookback.workers.processes import groups
-
-from lookback.settings import load_settings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pi-sessions"
 LARGE = FIXTURES / "large-session.jsonl"

@@ -6,7 +6,6 @@ from lookback.ingest.pipeline import ingest_files
 from lookback.ingest.scan import session_files
 from lookback.workers.apply import drain
 from lookback.workers.sink import RedisSink
-
 from tests.service.helpers import expected_entries, indexed_entries
 from tests.test_claude_code import CWD, PROJECT_DIR
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import redis
+
 from lookback.index.status import applied_events
 from lookback.ingest.pipeline import ingest_files
 from lookback.workers.sink import RedisSink
-
 from tests.service.conftest import cleanup, make_service
 from tests.service.helpers import (
     append,

@@ -7,11 +7,10 @@ retrieval then runs without a warning.
 
 from __future__ import annotations
 
+from lookback.api import retrieve
 from lookback.ingest.pipeline import ingest_files
 from lookback.query.search.reader import IndexReader
 from lookback.workers.sink import RedisSink
-
-from lookback.api import retrieve
 from tests.service.conftest import REDIS_URL, cleanup, make_service
 from tests.service.helpers import expected_entries, indexed_entries, session_lines, wait_for
 from tests.service.test_log_and_apply import write_session

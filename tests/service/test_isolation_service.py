@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 from lookback.index.layout import project_key
-
 from tests.service.helpers import FIXTURES, REPO, indexed_entries, session_lines, wait_for
 from tests.test_isolation import BAD_LINES
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
+
 from lookback.index.layout import project_dir
 from lookback.index.store import open_writer
 from lookback.ingest.events import Event
@@ -19,7 +20,6 @@ from lookback.ingest.pipeline import ingest_files
 from lookback.workers.apply import drain
 from lookback.workers.log import EVENT_FIELD, next_id
 from lookback.workers.sink import Backoff, RedisSink
-
 from tests.service.helpers import (
     append,
     expected_entries,

@@ -9,13 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from lookback.index.layout import project_dir
 from lookback.ingest.pipeline import ingest_files
 from lookback.workers.nudge import nudge
 from lookback.workers.owner import owner_of, pause, take
 from lookback.workers.port import RedisPort
 from lookback.workers.sink import RedisSink
-
 from tests.service.conftest import REDIS_URL, Service, cleanup, make_service
 from tests.service.helpers import (
     append,

@@ -19,7 +19,6 @@ from lookback.ingest.events import Event
 from lookback.ingest.pipeline import ingest_files
 from lookback.ingest.reader import read_session
 from lookback.workers.sink import RedisSink
-
 from tests.service.helpers import LARGE, REPO, append, fts_hits, session_lines, wait_for
 
 CWD = "/work/big-project"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from lookback.index.project import ProjectWriter
 from lookback.index.sink import EmbeddedSink
 from lookback.ingest.watch import Watcher
-
 from tests.service.helpers import append, expected_entries, indexed_entries, session_lines
 
 CWD = "/work/watched"

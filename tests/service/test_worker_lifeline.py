@@ -14,7 +14,6 @@ import sys
 
 from lookback.workers.lifeline import group_members
 from lookback.workers.processes import Group
-
 from tests.service.helpers import REPO, wait_for
 
 

@@ -1,0 +1,48 @@
+"""Run mypy over the package as it is installed: ``index/store.py`` is checked as
+``lookback.index.store`` (pyproject's package-dir table), which mypy cannot work out
+itself from an editable install. The settings are pyproject's ``[tool.mypy]``.
+
+    .venv/bin/python -m tests.typecheck [mypy options]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from mypy import build
+from mypy.errors import CompileError
+from mypy.fscache import FileSystemCache
+from mypy.main import process_options
+from mypy.modulefinder import BuildSource
+
+from tests.test_layers import modules
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sources() -> list[BuildSource]:
+    """Every module of the package, by its installed name."""
+    return [BuildSource(str(path.relative_to(ROOT)), module)
+            for module, path in sorted(modules().items())]
+
+
+def main(args: list[str]) -> int:
+    fscache = FileSystemCache()
+    _, options = process_options(["--config-file", str(ROOT / "pyproject.toml"), *args],
+                                 require_targets=False, fscache=fscache)
+    try:
+        result = build.build(sources(), options, fscache=fscache)
+        messages = result.errors
+    except CompileError as error:
+        messages = error.messages
+    for line in messages:
+        print(line)
+    errors = sum(": error:" in line for line in messages)
+    print(f"mypy: {errors} errors in {len(sources())} modules" if errors
+          else f"mypy: no errors in {len(sources())} modules")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
