@@ -188,7 +188,6 @@ def test_an_edit_in_place_of_the_same_size_is_a_rewrite(tmp_path, appended):
 def test_an_edit_in_place_is_reindexed(home, tmp_path):
     from lookback.index.layout import project_dir
     from lookback.index.store import open_reader
-
     from tests.support import index_paths
 
     path = tmp_path / "s.jsonl"

@@ -14,7 +14,6 @@ from lookback.query.privacy.policy import (
     classify,
     classify_spans,
 )
-
 from tests.server import test_privacy_gate
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi-sessions"
