@@ -303,7 +303,7 @@ def snapshot_changed(connection: apsw.Connection) -> bool:
 
 
 def _stamp(path: Path) -> tuple:
-    stamps = []
+    stamps: list[tuple[int, int, int] | None] = []
     for name in (str(path), f"{path}-wal"):
         try:
             info = os.stat(name)

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
 from lookback.index.store import defer_checkpoint
-
 from tests.support import fixture_path
 
 SESSION = fixture_path("before-compaction.jsonl")
