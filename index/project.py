@@ -5,6 +5,13 @@ it holds an exclusive ``flock`` on the project's ``writer.lock`` for as long as 
 is open (embedded ``lookback index``, a worker, a rebuild). A second writer waits
 for the lock (or fails after ``lock_timeout`` seconds), so two writers can never
 interleave their transactions or race a rebuild's swap.
+
+Writers take turns: one that waits says so with a shared ``flock`` on the lock's
+``.wait`` file for as long as it waits. A *yielding* writer (the reader's freshness
+engine, which would otherwise keep a live session's project locked for good) checks
+``wanted()`` between batches and jobs and closes when someone waits, and never takes
+the lock while someone waits, so ``lookback index`` and ``reindex`` get it within a
+batch's time.
 """
 
 from __future__ import annotations
@@ -35,15 +42,22 @@ class ProjectWriter:
     """The open, locked writer of one project's index."""
 
     def __init__(self, home: Path, cwd: str, *, namespace: str = "",
-                 lock_timeout: float = 30.0, bulk: bool = False) -> None:
+                 lock_timeout: float = 30.0, bulk: bool = False,
+                 yields: bool = False) -> None:
         """``bulk``: a ``lookback index`` run that syncs everything at its end
         (``index.store.sync_all``): a new file is created and written without fsyncs
         (and closes checkpointed, so readers open it fast); an existing file closes
-        without a checkpoint (no fsync; the next writer folds its WAL in)."""
+        without a checkpoint (no fsync; the next writer folds its WAL in).
+
+        ``yields``: this writer gives way to any other (see the module notes): it
+        raises WriterBusy at once while another waits, and the caller closes it when
+        ``wanted()``."""
         self.bulk = bulk
         self.project: ProjectDir = project_dir(home, cwd, namespace)
         self.project.path.mkdir(parents=True, exist_ok=True)
-        self._lock = acquire_lock(self.project.lock_path, lock_timeout)
+        if yields and waiting(self.project.lock_path):
+            raise WriterBusy(f"another writer waits for {self.project.lock_path}")
+        self._lock = acquire_lock(self.project.lock_path, lock_timeout, announce=not yields)
         try:
             generation = self.project.current_generation()
             path = self.project.generation_path(generation or 1)
@@ -102,6 +116,10 @@ class ProjectWriter:
             raise translate(error, f"project {self.project.name}",
                             self.project.name) from error
 
+    def wanted(self) -> bool:
+        """True when another writer waits for this project's lock."""
+        return waiting(self.project.lock_path)
+
     def close(self) -> None:
         try:
             if self.bulk and not self.created:
@@ -117,15 +135,44 @@ class ProjectWriter:
         self.close()
 
 
-def acquire_lock(path: Path, timeout: float) -> int:
+def acquire_lock(path: Path, timeout: float, *, announce: bool = True) -> int:
+    """Take the exclusive ``flock`` on ``path``, waiting up to ``timeout`` seconds;
+    while waiting, ``announce`` it (a shared lock on ``<path>.wait``: ``waiting``)."""
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return descriptor
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                os.close(descriptor)
-                raise WriterBusy(f"another writer holds {path}") from None
-            time.sleep(0.05)
+    announced: int | None = None
+    try:
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return descriptor
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(descriptor)
+                    raise WriterBusy(f"another writer holds {path}") from None
+                if announce and announced is None:
+                    announced = os.open(_wait_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+                    fcntl.flock(announced, fcntl.LOCK_SH)
+                time.sleep(0.05)
+    finally:
+        if announced is not None:
+            os.close(announced)  # got the lock, or gave up: no longer waiting
+
+
+def waiting(path: Path) -> bool:
+    """True when a writer waits for the lock ``path`` (holds ``<path>.wait`` shared)."""
+    try:
+        descriptor = os.open(_wait_path(path), os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(descriptor)  # closing releases the probe's lock too
+    return False
+
+
+def _wait_path(path: Path) -> Path:
+    return Path(f"{path}.wait")

@@ -19,8 +19,10 @@ therefore indexes session files itself:
 One indexing thread does all writing, through ``index.project.ProjectWriter`` and
 its per-project ``flock``: a busy lock (``lookback index``, ``lookback reindex``
 running) is not waited for beyond a short timeout; the file stays stale and is
-retried by the next request or poll. Writers are closed after a short idle time so
-other writers get the lock. In service mode none of this runs: producers and
+retried by the next request or poll. The engine's writers *yield*: between batches
+and jobs a writer another process waits for is closed (and not reopened while it
+waits), so maintenance gets a live session's project within a batch's time; idle
+writers are closed after a short time too. In service mode none of this runs: producers and
 workers keep the indexes, the reader only reads.
 """
 
@@ -190,6 +192,7 @@ class FreshnessEngine:
             try:
                 job = _Job(path, projects={project} if project else set())
                 self._run(job)
+                self._yield_writers()
             finally:
                 self._write_lock.release()
             return Outcome(job.state, _ms(started), job.entries)
@@ -289,6 +292,7 @@ class FreshnessEngine:
         with self._write_lock:
             while (job := self._next(0)) is not None:
                 self._run(job)
+                self._yield_writers()
             self._close_writers()
 
     def _work(self) -> None:
@@ -299,6 +303,7 @@ class FreshnessEngine:
                     self._close_writers()  # idle: let `lookback index`/`reindex` have the lock
                     continue
                 self._run(job)
+                self._yield_writers()  # busy: still let them have their turn
 
     # -- indexing ---------------------------------------------------------------------
 
@@ -355,6 +360,9 @@ class FreshnessEngine:
             writer.write(batch.events, state=batch.state, on_set_aside=self._count_set_aside)
             entries += _entries(batch)
             self._states[path] = batch.state
+            if writer.wanted():  # another writer waits: its turn; the rest is read later
+                self._close_writer(cwd)
+                raise WriterBusy("another writer waits for this project")
         self.paths.flush()
         return entries
 
@@ -365,7 +373,7 @@ class FreshnessEngine:
         writer = self._writers.pop(cwd, None)
         if writer is None:
             writer = ProjectWriter(self.home, cwd, namespace=self.namespace,
-                                   lock_timeout=self.config.lock_timeout_seconds)
+                                   lock_timeout=self.config.lock_timeout_seconds, yields=True)
         self._writers[cwd] = writer  # most recently used last
         # Bounded: a team host's thousands of projects must not each keep a writer
         # (its files and its lock) open; the least recently used one closes first.
@@ -373,6 +381,20 @@ class FreshnessEngine:
             oldest = next(iter(self._writers))
             self._writers.pop(oldest).close()
         return writer
+
+    def _close_writer(self, cwd: str) -> None:
+        writer = self._writers.pop(cwd, None)
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # closing must not stop the thread
+                pass
+
+    def _yield_writers(self) -> None:
+        """Close the writers another process waits for (``lookback index``, ``reindex``)."""
+        for cwd, writer in list(self._writers.items()):
+            if writer.wanted():
+                self._close_writer(cwd)
 
     def _close_writers(self) -> None:
         while self._writers:

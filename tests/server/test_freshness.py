@@ -229,3 +229,54 @@ def test_a_rewrite_of_a_file_indexed_by_another_process_is_never_answered_from(
         assert answer["diagnostics"]["freshness"]["state"] == "rewrite-pending"
     finally:
         app.close()
+
+
+def test_maintenance_gets_the_writer_lock_while_a_session_is_live(home, tmp_path, project_cwd):
+    """An entry appended every few milliseconds keeps the freshness writer busy with one
+    project; `lookback index` and `lookback reindex` of that same project still get its
+    writer lock (the freshness writer yields between batches and jobs) and finish."""
+    import subprocess
+    import sys
+    import threading
+
+    sessions = tmp_path / "sessions"
+    live = write_session(sessions, project_cwd)
+    other = write_session(tmp_path / "other", project_cwd)  # same project, another session
+    lines = other.read_text().splitlines()
+    header = json.loads(lines[0])
+    other.write_text("\n".join([json.dumps({**header, "id": "maintenance-session"}),
+                                *lines[1:]]) + "\n")
+    config = FreshnessConfig(poll_ms=5, rescan_seconds=0.2)
+    engine = FreshnessEngine(home, config=config, roots=[sessions]).start_tailer()
+    stop = threading.Event()
+    appended = [0]
+
+    def append() -> None:
+        parent = "a1000007"
+        while not stop.is_set():
+            entry_id = f"live-{appended[0]}"
+            with open(live, "a", encoding="utf-8") as handle:
+                handle.write(entry_line(entry_id, parent, f"live note {appended[0]}"))
+            parent, appended[0] = entry_id, appended[0] + 1
+            stop.wait(0.01)
+
+    appender = threading.Thread(target=append)
+    try:
+        assert wait_until_found(home, live, "AppMessage") != []
+        appender.start()
+        assert wait_until_found(home, live, "live") != []  # the engine is writing
+        environ = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                   "LOOKBACK_CONFIG": str(home / "none.toml")}
+        for command in (["index", str(other)], ["reindex", "--project", str(project_cwd)]):
+            done = subprocess.run([sys.executable, "-m", "lookback.cli", "--home", str(home),
+                                   *command], capture_output=True, text=True, timeout=300,
+                                  env=environ)
+            assert done.returncode == 0, (command, done.stderr)
+        assert appender.is_alive()  # the session stayed live all along
+    finally:
+        stop.set()
+        if appender.is_alive():
+            appender.join()
+        engine.close()
+    assert wait_until_found(home, other, "AppMessage") != []
+    assert wait_until_found(home, live, f"live note {appended[0] - 1}") != []
