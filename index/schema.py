@@ -17,7 +17,8 @@ entries   one row per tree entry, keyed by (session_id, entry_id); its rowid is 
           identifies equal texts up to case and whitespace (deduplication). ``eligible`` is 1
           for the entries automatic retrieval may return (``message`` and
           ``custom_message`` with text). ``first_kept_id`` is set on compactions.
-entries_fts  FTS5 over ``entries.text`` (external content; rowid = entries.rowid).
+entries_fts  FTS5 over ``entries.text`` (external content; rowid = entries.rowid), its
+          words Porter-stemmed (``FTS_TOKENIZE``).
 files     what ingest has read of each session file (``ingest.reader.FileState`` as
           JSON: size, offset, hash of the last complete line), so a re-run reads
           only new lines.
@@ -37,10 +38,16 @@ from __future__ import annotations
 SCHEMA_VERSION = 2
 
 #: Bump when tokenization or searchable-text extraction changes; same consequence.
-TOKENIZER_VERSION = 1
+#: 2: the FTS table stems words (Porter), so a keyword matches its word forms.
+TOKENIZER_VERSION = 2
 
-#: ``_`` is a token character so ``parse_config_v2`` is one token, found whole.
-FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
+#: Words as the index cuts them: ``_`` is a token character so ``parse_config_v2`` is
+#: one token, found whole; case and Latin accents are folded.
+WORD_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
+#: The FTS table's tokenizer: those words, each reduced to its Porter stem (SQLite's own
+#: ``porter`` tokenizer), so "reminder" finds "remind" and "writing" finds "writes".
+#: Literal terms are still verified as written against the stored text.
+FTS_TOKENIZE = f"porter {WORD_TOKENIZE}"
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS meta (

@@ -92,3 +92,65 @@ def test_asking_for_more_results_never_changes_the_first_ones(home, conversation
     assert len(widest) >= 40  # every Caroline row: a pool bigger than the default
     for limit in (1, 3, 5, 12, 20, 40):
         assert ids(limit) == widest[:limit]
+
+
+# --------------------------------------------------------------------- word forms (item 3)
+
+
+def forms_session(tmp_path: Path) -> Path:
+    return write_session(tmp_path / "forms.jsonl", [
+        ("user", "please set a reminder for the dentist appointment"),
+        ("assistant", "She wrote about writing the parse_config helper"),
+        ("user", "filler"), ("user", "more filler")])
+
+
+def ask_ids(home: Path, session: Path, message: str) -> list[str]:
+    answer = retrieve({"session_file": str(session), "message": message,
+                       "context_ids": ["m003"]},
+                      settings=load_settings({"home": str(home)}, environ={}),
+                      reader=IndexReader(home))
+    return [e["entry_id"] for e in answer["evidence"]]
+
+
+def test_a_keyword_matches_its_word_forms(home, tmp_path):
+    session = forms_session(tmp_path)
+    index_paths(home, session)
+    assert ask_ids(home, session, "did I ask you to remind me of the dentist?")[:1] == ["m000"]
+    assert ask_ids(home, session, "what did she write?") == ["m001"]
+
+
+def test_identifiers_stay_exact_and_case_sensitive(home, tmp_path):
+    session = forms_session(tmp_path)
+    index_paths(home, session)
+    settings = load_settings({"home": str(home)}, environ={})
+    answer = retrieve({"session_file": str(session), "message": "`parse_config`",
+                       "context_ids": ["m003"]}, settings=settings, reader=IndexReader(home))
+    assert [(e["entry_id"], e["tier"]) for e in answer["evidence"]] == [("m001", "identifier")]
+    answer = retrieve({"session_file": str(session), "message": "`Parse_Config`",
+                       "context_ids": ["m003"]}, settings=settings, reader=IndexReader(home))
+    assert all(e["tier"] != "identifier" for e in answer["evidence"])
+
+
+def test_an_index_of_the_old_tokenizer_works_and_is_rebuilt_with_word_forms(home, tmp_path):
+    from lookback.index.project import ProjectWriter
+    from lookback.index.rebuild import rebuild
+    from lookback.index.schema import TOKENIZER_VERSION, WORD_TOKENIZE
+    from lookback.index.status import project_status
+    from lookback.index.store import write_meta
+
+    session = forms_session(tmp_path)
+    index_paths(home, session)
+    with ProjectWriter(home, CWD) as writer:  # the file as the previous version wrote it
+        db = writer.connection
+        db.execute("DROP TABLE entries_fts")
+        db.execute(f"CREATE VIRTUAL TABLE entries_fts USING fts5(text, content='entries', "
+                   f"content_rowid='rowid', tokenize=\"{WORD_TOKENIZE}\")")
+        db.execute("INSERT INTO entries_fts(entries_fts) VALUES ('rebuild')")
+        write_meta(db, "tokenizer_version", TOKENIZER_VERSION - 1)
+    project = project_dir(home, CWD)
+    assert project_status(project)["needs_reindex"] is True
+    assert ask_ids(home, session, "the dentist reminder")[:1] == ["m000"]  # exact: still found
+    assert ask_ids(home, session, "what did she write?") == []  # no forms before the rebuild
+    rebuild(project)
+    assert project_status(project)["needs_reindex"] is False
+    assert ask_ids(home, session, "what did she write?") == ["m001"]

@@ -7,10 +7,13 @@ wrapped in double quotes (any ``"`` inside is doubled, though tokens never hold
 one). Inside a string FTS5 sees only tokens, and a string of several tokens is a
 phrase: ``src/main.ts`` becomes ``"src main ts"``, which matches the path as written.
 
-Tokens come from SQLite's own tokenizer (``index.schema.FTS_TOKENIZE``, called
+Tokens come from SQLite's own tokenizer (``index.schema.WORD_TOKENIZE``, called
 through APSW's ``Connection.fts5_tokenizer``), never from a copy of its rules: a
 decomposed (NFD) ``résumé`` is one token to the index, so it is one token here.
-Terms that tokenize to nothing (``^``, ``(``, emoji) are dropped.
+Terms that tokenize to nothing (``^``, ``(``, emoji) are dropped. The index table
+adds Porter stemming to those words (``FTS_TOKENIZE``), and FTS5 stems a query's
+strings the same way, so a quoted keyword matches its word forms; ``stemmed_tokens``
+gives those stems, for finding a form match in a text.
 
 Each phrase of the ``OR`` expression is numbered (FTS5 numbers them left to right);
 ``FtsQuery.term_phrases`` says which phrase stands for which term, so a row's
@@ -26,7 +29,7 @@ from functools import lru_cache
 
 import apsw
 
-from lookback.index.schema import FTS_TOKENIZE
+from lookback.index.schema import FTS_TOKENIZE, WORD_TOKENIZE
 from lookback.query.text.terms import MAX_TERMS, QueryTerms
 
 #: A term is at most ``terms.MAX_TERM_CHARS`` (200) characters, so at most 100 tokens:
@@ -37,7 +40,8 @@ MAX_TOKEN_CHARS = 100
 
 
 class _Tokenizer:
-    """SQLite's tokenizer of the index (``FTS_TOKENIZE``), on a private connection."""
+    """One of SQLite's tokenizers (``WORD_TOKENIZE``, ``FTS_TOKENIZE``), on a private
+    connection."""
 
     def __init__(self, spec: str) -> None:
         name, *args = shlex.split(spec)
@@ -54,7 +58,8 @@ class _Tokenizer:
         return [(start, end, token) for start, end, token in found]
 
 
-_TOKENIZER = _Tokenizer(FTS_TOKENIZE)
+_TOKENIZER = _Tokenizer(WORD_TOKENIZE)
+_STEMMER = _Tokenizer(FTS_TOKENIZE)
 
 
 def fts_tokens(text: str) -> list[str]:
@@ -75,6 +80,26 @@ def folded_tokens(text: str) -> list[str]:
     ['perche_not', 'resume']
     """
     return [token for _, _, token in _TOKENIZER.spans(text, apsw.FTS5_TOKENIZE_QUERY)]
+
+
+def stemmed_tokens(text: str) -> list[str]:
+    """The tokens of ``text`` as the index table stores them: folded, then stemmed.
+
+    >>> stemmed_tokens("Reminders, writing résumés")
+    ['remind', 'write', 'resum']
+    """
+    return [token for _, _, token in _STEMMER.spans(text, apsw.FTS5_TOKENIZE_QUERY)]
+
+
+def stemmed_spans(text: str) -> list[tuple[int, int, str]]:
+    """Every stemmed token of a stored text with its UTF-8 byte offsets."""
+    return _STEMMER.spans(text)
+
+
+@lru_cache(maxsize=4096)
+def stemmed_phrase(text: str) -> tuple[str, ...]:
+    """``stemmed_tokens``, memoized (terms recur across messages)."""
+    return tuple(stemmed_tokens(text))
 
 
 @lru_cache(maxsize=4096)

@@ -11,10 +11,11 @@ Two kinds of match:
   terms (identifiers, paths, errors, flags, phrases) can match this way, and only a
   literal match puts a row in the "exact identifier" or "exact phrase" tier.
 * **folded** — the term's words in order, ignoring case, accents and punctuation
-  between them, on word boundaries: what FTS5 itself matches (``config`` matches
-  ``Config.`` but not ``configuration``). Keywords and technologies match this way;
-  a literal term not found literally may still match this way, which counts as an
-  FTS term match.
+  between them, on word boundaries, each word or one of its forms (the same Porter
+  stem): what FTS5 itself matches (``config`` matches ``Config.`` but not
+  ``configuration``; ``reminder`` matches ``reminded``). Keywords and technologies
+  match this way; a literal term not found literally may still match this way,
+  which counts as an FTS term match.
 
 Retrieval verifies inside SQL (``query.search.candidates``): folded matches are the
 phrases FTS5 itself matched, literal matches use ``find_literal`` on the rows that
@@ -31,7 +32,7 @@ from typing import NamedTuple
 
 import regex
 
-from lookback.query.text.fts_query import token_spans
+from lookback.query.text.fts_query import stemmed_phrase, stemmed_spans, token_spans
 from lookback.query.text.normalize import WORD_CHARS, FoldedText, find_bounded, fold
 from lookback.query.text.terms import QueryTerms, Term
 
@@ -111,6 +112,7 @@ class PhraseFinder:
         lowered = text.lower()
         self._lowered = lowered if len(lowered) == len(text) else None
         self._spans: list[tuple[int, int, str]] | None = None
+        self._stems: list[tuple[int, int, str]] | None = None
 
     def find(self, tokens: Sequence[str]) -> int | None:
         """Position (in ``text``) of the first occurrence of ``tokens``, if any.
@@ -122,13 +124,24 @@ class PhraseFinder:
         """
         if not tokens:
             return None
+        found = None
         if self._lowered is not None:
             found = _find_lowered(self._lowered, tokens)
-            if found is not None or self.text.isascii():
-                return found
-        if self._spans is None:
-            self._spans = token_spans(self.text)
-        return _find_in_spans(self.text, self._spans, tokens)
+        if found is None and not (self._lowered is not None and self.text.isascii()):
+            if self._spans is None:
+                self._spans = token_spans(self.text)
+            found = _find_in_spans(self.text, self._spans, tokens)
+        return found if found is not None else self.find_form(tokens)
+
+    def find_form(self, tokens: Sequence[str]) -> int | None:
+        """Where the same words occur in another form (their Porter stems), if anywhere.
+
+        >>> PhraseFinder("she reminded me").find_form(["reminder"])
+        4
+        """
+        if self._stems is None:
+            self._stems = stemmed_spans(self.text)
+        return _find_in_spans(self.text, self._stems, stemmed_phrase(" ".join(tokens)))
 
 
 def find_phrase(text: str, tokens: Sequence[str]) -> int | None:
@@ -144,9 +157,10 @@ class _FoldedPattern:
     """A term's folded tokens, found in order with only separators between them,
     on word boundaries — one compiled regex, so the scan runs in C."""
 
-    __slots__ = ("pattern",)
+    __slots__ = ("pattern", "tokens")
 
     def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
         body = _BETWEEN_TOKENS.join(regex.escape(token) for token in tokens)
         self.pattern = regex.compile(rf"(?<![{WORD_CHARS}]){body}(?![{WORD_CHARS}])")
 
@@ -172,7 +186,8 @@ class TermMatcher:
         """Every term found in ``text``, in query order, with its first position.
 
         A literal term found as written is a ``literal`` match; otherwise any term
-        found folded (words in order, word boundaries) is a non-literal match.
+        found folded (words in order, word boundaries, or their forms) is a
+        non-literal match.
         ``fold_text`` may hand back a memoized ``FoldedText`` of the same text.
 
         >>> [(m.term.text, m.position) for m in TermMatcher(
@@ -180,6 +195,7 @@ class TermMatcher:
         [('config', 23)]
         """
         folded: FoldedText | None = None
+        forms: PhraseFinder | None = None
         matches: list[Match] = []
         for term, pattern in zip(self.terms, self._folded, strict=True):
             if term.is_literal:
@@ -194,4 +210,9 @@ class TermMatcher:
             position = pattern.search(folded.folded)
             if position is not None:
                 matches.append(Match(term, folded.original_position(position), False))
+                continue
+            forms = forms or PhraseFinder(text)
+            position = forms.find_form(pattern.tokens)
+            if position is not None:
+                matches.append(Match(term, position, False))
         return matches
