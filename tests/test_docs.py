@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+import io
+import json
 import re
 from pathlib import Path
 
@@ -127,3 +130,161 @@ def test_files_the_docs_name_exist():
                     and not (ROOT / path).exists():
                 missing.append(f"{page.relative_to(ROOT)}: {quoted}")
     assert missing == []
+
+
+# --- dotted names, commands and the README's examples (sqlite-utils' test_docs) ----------
+
+#: A backticked dotted name of the package (``lookback.x.y``, or ``index.store`` as the
+#: docs shorten it); :mod:`~x.y` roles included.
+DOTTED = re.compile(r"`+~?((?:lookback|ingest|embedders|index|query|workers)(?:\.\w+)+)`+")
+SUFFIXES = {"md", "py", "json", "jsonl", "toml", "txt", "ts", "yaml", "yml", "sh", "html"}
+
+
+def documents() -> list[tuple[str, str]]:
+    """(where, text) of every page of docs and every docstring of the package."""
+    import ast
+
+    from tests.test_layers import modules
+
+    pages = [README, *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "integrations").glob("*/README.md"))]
+    found = [(str(page.relative_to(ROOT)), page.read_text(encoding="utf-8")) for page in pages]
+    for path in sorted(modules().values()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
+                          | ast.AsyncFunctionDef) and (doc := ast.get_docstring(node)):
+                found.append((f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 1)}", doc))
+    return found
+
+
+def dotted_problem(name: str) -> str | None:
+    """Why ``name`` names nothing (None: a module, or a module and an attribute of it)."""
+    import importlib
+
+    from tests.test_layers import modules
+
+    known = modules()
+    parts = (name if name.startswith("lookback") else f"lookback.{name}").split(".")
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        if module in known:
+            found: object = importlib.import_module(module)
+            for attribute in parts[cut:]:
+                if not hasattr(found, attribute):
+                    return f"{module} has no {'.'.join(parts[cut:])}"
+                found = getattr(found, attribute)
+            return None
+    return "no such module"
+
+
+def test_every_dotted_name_in_docs_and_docstrings_exists():
+    """``query.search.ranking``, ``lookback.api.retrieve``: a module that moved leaves
+    no stale name behind. Settings keys (``workers.host``) look alike and are skipped."""
+    settings = {row[0] for row in reference()}
+    named = [(where, name) for where, text in documents() for name in DOTTED.findall(text)
+             if name.rsplit(".", 1)[-1] not in SUFFIXES and name not in settings]
+    assert len(named) > 100  # the scan reads the docstrings, not only the pages
+    wrong = [f"{where}: {name} ({problem})" for where, name in named
+             if (problem := dotted_problem(name))]
+    assert wrong == []
+
+
+def test_the_dotted_name_check_tells_a_moved_module():
+    assert dotted_problem("index.embedding") == "lookback.index has no embedding"
+    assert dotted_problem("query.fusion.fuse") == "lookback.query has no fusion.fuse"
+    assert dotted_problem("embedders.port.EmbeddingPort") is None
+    assert dotted_problem("lookback.retrieve") is None
+    assert dotted_problem("index.store.no_such_function") == \
+        "lookback.index.store has no no_such_function"
+    assert DOTTED.findall("see :func:`~index.chunking.chunk_text` and ``query.text``") == [
+        "index.chunking.chunk_text", "query.text"]
+
+
+def commands() -> list[str]:
+    from lookback.cli import build_parser
+
+    actions = [action for action in build_parser()._actions
+               if isinstance(action, argparse._SubParsersAction)]
+    return sorted(actions[0].choices)
+
+
+def test_every_command_is_in_the_readme():
+    from lookback.cli import COMMANDS
+
+    readme = README.read_text(encoding="utf-8")
+    assert set(commands()) == set(COMMANDS)
+    assert [name for name in commands() if f"lookback {name}" not in readme] == []
+
+
+@pytest.mark.parametrize("name", commands())
+def test_every_command_has_help(name, capsys):
+    from lookback.cli import main
+
+    with pytest.raises(SystemExit) as exit:
+        main([name, "--help"])
+    out = capsys.readouterr().out
+    assert exit.value.code == 0 and out.startswith(f"usage: lookback {name}")
+    assert len(out.splitlines()) > 3  # a description and the options, not a bare usage line
+
+
+def readme_block(heading: str) -> str:
+    """The first ``sh`` code block after ``heading``."""
+    text = README.read_text(encoding="utf-8").split(heading, 1)[1]
+    return text.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.fixture
+def lookback(tmp_path, monkeypatch, capsys):
+    """``lookback ARGS`` as the README runs it, on an empty data directory."""
+    from lookback.cli import main
+
+    monkeypatch.setenv("LOOKBACK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LOOKBACK_REDIS_URL", raising=False)
+    monkeypatch.delenv("LOOKBACK_CONFIG", raising=False)
+    monkeypatch.chdir(ROOT)
+
+    def run(argv: list[str], stdin: str = "") -> tuple[int, str]:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+        code = main(argv)
+        return code, capsys.readouterr().out
+
+    return run
+
+
+def test_the_readmes_sample_sessions_index_and_show_in_status(lookback):
+    """The quick start on the sample sessions: ``lookback index tests/fixtures/...``,
+    then ``lookback status``, which lists every project found."""
+    readme = README.read_text(encoding="utf-8")
+    command = re.search(r"`\.venv/bin/lookback (index [^`]+)`", readme)[1].split()
+    assert command[1:] == ["tests/fixtures/pi-sessions", "tests/fixtures/claude-code"]
+    assert "lookback status" in readme_block("## Set-up")
+    code, out = lookback(command)
+    assert code == 0 and "entries" in out
+    code, out = lookback(["status", "--json"])
+    cwds = {project["cwd"] for project in json.loads(out)["projects"]}
+    headers = [json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+               for path in (ROOT / "tests/fixtures/pi-sessions").glob("*.jsonl")]
+    assert code == 0 and {header["cwd"] for header in headers} <= cwds
+    code, out = lookback(["status"])
+    assert code == 0 and all(cwd in out for cwd in cwds)
+
+
+def test_the_readmes_retrieve_and_search_examples_run(lookback):
+    """``Using it``'s ``echo '{...}' | lookback retrieve`` and ``lookback search``, with
+    the placeholder session replaced by a sample session."""
+    block = readme_block("## Using it")
+    session = str(ROOT / "tests/fixtures/pi-sessions/before-compaction.jsonl")
+    request = json.loads(re.search(r"echo '(\{.*\})'", block)[1])
+    assert request["session_file"] == "/abs/path/session.jsonl"
+    lookback(["index", "tests/fixtures/pi-sessions"])
+    code, out = lookback(["retrieve"], json.dumps({**request, "session_file": session}))
+    response = json.loads(out)
+    # The backticked name is searched as an identifier, and the sample has evidence.
+    assert code == 0 and response["status"] == "ok" and response["evidence"]
+    assert response["query"]["identifier"] == ["parseConfig"]
+    search = re.search(r"^lookback (search .*?)\s*$", block, re.M)[1].split()
+    search = [arg.strip('"') for arg in search if not arg.startswith("[")]
+    assert search[:3] == ["search", "parseConfig", "--session-file"]
+    code, out = lookback([*search[:3], session, "--json"])
+    assert code == 0 and "results" in json.loads(out)

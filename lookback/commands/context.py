@@ -1,6 +1,6 @@
 """``lookback context retrieved|manifest|included|excluded [all]``: show the Context Manifest.
 
-The manifest (``query.manifest``) holds ids, scores, classifications and counts, never
+The manifest (``query.context.manifest``) holds ids, scores, classifications and counts, never
 text; ``retrieved`` re-reads each item's excerpt from the local index by entry id and
 shows it only when the privacy gate admits the whole row for ``--provider`` (default:
 an unnamed remote provider, the strictest reading), as every other path that returns text.

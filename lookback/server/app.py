@@ -62,7 +62,7 @@ class ReaderApp:
     """Everything a request needs, independent of HTTP plumbing.
 
     ``engine`` is the retrieval engine (default ``lookback.api``); ``reader`` one
-    ``query.reader.IndexReader`` shared by every request of the process.
+    ``query.search.reader.IndexReader`` shared by every request of the process.
     """
 
     def __init__(self, settings: Settings, *, engine: ModuleType | Any = None,

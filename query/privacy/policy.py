@@ -8,7 +8,7 @@ local-only``) from two sources:
   ``local-only``). An unclosed marker classifies to the end of the text; a closing
   marker with no opening before it classifies from the start of the text (the excerpt
   was cut after the opening marker);
-- detected secrets (``query.secrets``): ``sensitive``, private keys ``local-only``.
+- detected secrets (``query.privacy.secrets``): ``sensitive``, private keys ``local-only``.
 
 ``PrivacyPolicy`` says how far each provider may see. ``local-only`` means "never leaves
 THIS machine": a provider the user lists in ``local_providers`` runs on this machine

@@ -1,20 +1,20 @@
 """Opt-in hybrid retrieval: vector candidates fused into the lexical ranking.
 
-Called by :class:`query.retrieve.Retriever` after verification and ranking when
+Called by :class:`query.search.retrieve.Retriever` after verification and ranking when
 the request says ``semantic: true``. What it does, and why it is safe:
 
 1. Loads the session's stored vectors (``index.embeddings``) that are *current*
    for the configured embedder (same model, dimensions, chunking version and
    entry text hash), once per index file, session, model and stored batch, into
-   a numpy matrix kept in the reader's :class:`query.reader.EntryCache`.
+   a numpy matrix kept in the reader's :class:`query.search.reader.EntryCache`.
 2. Keeps only the rows of the request's allowed scope (on the branch, not in
-   context, eligible type) -- the same :class:`query.candidates.Scope` the
+   context, eligible type) -- the same :class:`query.search.candidates.Scope` the
    lexical searches use -- so vectors obey every branch, context and type rule.
 3. Embeds the latest user message and scores each entry by its chunks' cosines
    (brute force: a dot product of the unit query with the stored vectors, whose
    lengths are the chunks' weights, ``index.chunking`` rule 5): the mean of its
    two best chunks, less a little per chunk (:func:`entry_scores`).
-4. Fuses with :func:`query.fusion.fuse`: exact identifier and phrase hits keep
+4. Fuses with :func:`query.semantic.fusion.fuse`: exact identifier and phrase hits keep
    their tiers and places; vectors only add and reorder ``other`` candidates.
    The token budget and privacy policy apply later, to the fused list.
 

@@ -11,7 +11,7 @@ much a common word counts is decided by its rarity in the index
 technologies (python, sqlite, redis...), reported as their own term kind and never
 treated as stopwords.
 
-Every list is folded (see ``query.normalize.fold``) when loaded, and every lookup
+Every list is folded (see ``query.text.normalize.fold``) when loaded, and every lookup
 folds the word, so lookup ignores case, accents and compatibility forms.
 """
 
