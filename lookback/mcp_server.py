@@ -9,6 +9,7 @@ Imported only when ``lookback mcp`` runs (the SDK is the optional ``mcp`` extra)
 import json
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -208,10 +209,17 @@ def run_http(settings: Settings, *, host: str, port: int, provider: str | None,
             on_listening(bound[0], bound[1])
 
         server.startup = startup  # type: ignore[method-assign]
+    # uvicorn stops on SIGTERM, then raises the signal again under the handler it found:
+    # this one, so the process ends with status 0 after closing the app (as `lookback serve`).
+    signal.signal(signal.SIGTERM, _exit_quietly)
     try:
         server.run()
     finally:
         app.close()
+
+
+def _exit_quietly(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
 
 
 class MountedMCP:

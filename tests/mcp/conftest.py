@@ -115,7 +115,9 @@ class http_server:  # noqa: N801 (a context manager used like a function)
     def __exit__(self, *exc: object) -> None:
         self.process.terminate()
         try:
-            self.process.wait(timeout=10)
+            code = self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+            raise AssertionError("lookback mcp --http did not stop on SIGTERM") from None
+        assert code == 0, f"lookback mcp --http exited {code} on SIGTERM"
