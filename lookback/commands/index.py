@@ -75,15 +75,19 @@ def run(args: argparse.Namespace) -> int:
     # A project that could not be written fails the run, and so does a named file that
     # is not a session when nothing at all was indexed; a stray file of a folder is
     # skipped and counted (not_sessions).
-    if len(report.failed_files) > report.pending_headers or getattr(sink, "failures", None):
+    if len(report.failed_files) > report.pending_headers or (
+            isinstance(sink, EmbeddedSink) and sink.failures):
         return 1
     return 1 if report.errors and not report.sessions else 0
 
 
-def _note_sink(report: IngestReport, sink: object) -> None:
-    """Add what the sink set aside: events it could not store, projects it could not write."""
-    report.read.set_aside += getattr(sink, "set_aside", 0)
-    for message in getattr(sink, "failures", {}).values():
+def _note_sink(report: IngestReport, sink: EmbeddedSink | RedisSink) -> None:
+    """Add what the embedded sink set aside: events it could not store, projects it could
+    not write (the Redis sink stores nothing itself: the workers count theirs)."""
+    if not isinstance(sink, EmbeddedSink):
+        return
+    report.read.set_aside += sink.set_aside
+    for message in sink.failures.values():
         if message not in report.errors:
             report.errors.append(message)
 
