@@ -175,3 +175,48 @@ def test_pi_1x_calls_history_search_and_receives_the_quoted_turn(indexed, tmp_pa
     assert results, f"Pi sent no tool result; stderr: {run.stderr[-1000:]}"
     text = message_text(results[-1])
     assert EVIDENCE_HEADER in text and EARLY_QUOTED in text
+
+
+def test_pi_1x_over_http_with_a_bearer_token(tmp_path):
+    """Pi 1.x registered with `pi mcp add --url … --bearer-token-env-var` against
+    `lookback serve --mcp`: token A's Pi gets project A's quoted turn."""
+    (tmp_path / "data").mkdir()
+    projects = make_projects(tmp_path, tmp_path / "data")
+    tokens = {TOKEN_A: [str(projects.cwd_a)], TOKEN_B: [str(projects.cwd_b)]}
+    server = make_server(settings_for(projects.home, server__tokens=tokens,
+                                      freshness__tail=False), "127.0.0.1", 0)
+    mounted = mount_in(server)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    pi, node_env = installed_or_fail(install_pi1, "Pi 1.x")
+    try:
+        with FakeModelServer() as model:
+            agent_dir = write_agent_dir(tmp_path / "agent", model.port)
+            env = {**os.environ, **node_env, "PI_CODING_AGENT_DIR": str(agent_dir),
+                   "PI_OFFLINE": "1"}
+            url = f"http://127.0.0.1:{server.server_address[1]}/mcp?provider=fakellm"
+            run_command = [str(pi), "mcp", "add", "lookback", "--exposure", "direct", "--url",
+                           url, "--bearer-token-env-var", "LOOKBACK_MCP_TOKEN"]
+            added = subprocess.run(run_command, cwd=projects.cwd_a, env=env,
+                                   capture_output=True, text=True, timeout=120, check=False)
+            assert added.returncode == 0, added.stderr
+            arguments = {"query": "AppMessage[]", "scope": "project",
+                         "project": str(projects.cwd_a)}
+            model.script.append(tool_call_reply(SEARCH, arguments))
+            runner = PiRunner(pi=pi, model=model, agent_dir=agent_dir, extension=None,
+                              timeout=180, flags=("-e", "builtin:mcp"))
+            session = prepare_session(tmp_path, projects.cwd_a)
+            run = runner.run(session, "What did we say about AppMessage?",
+                             env={**node_env, "LOOKBACK_MCP_TOKEN": TOKEN_A})
+    finally:
+        server.shutdown()
+        server.server_close()
+        mounted.close()
+        server.app.close()
+        thread.join(timeout=5)
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = [m for request in run.requests for m in request["messages"]
+               if m.get("role") == "tool"]
+    assert results, f"Pi sent no tool result; stderr: {run.stderr[-1000:]}"
+    text = message_text(results[-1])
+    assert EVIDENCE_HEADER in text and EARLY_QUOTED in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -146,3 +147,13 @@ def test_neighbours_follow_the_entrys_own_branch_and_skip_summaries(tmp_path, ho
         assert answer["status"] == "ok" and [e["entry_id"] for e in answer["after"]] == ["e7"]
     finally:
         app.close()
+
+
+def test_without_the_sdk_lookback_mcp_names_the_extra(monkeypatch, capsys):
+    from lookback import cli
+
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)  # as if not installed
+    assert cli.main(["mcp"]) == 2
+    assert "pip install 'pi-lookback[mcp]'" in capsys.readouterr().err
+    assert cli.main(["serve", "--mcp", "--port", "0"]) == 2
+    assert "pip install 'pi-lookback[mcp]'" in capsys.readouterr().err
