@@ -133,9 +133,17 @@ def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) ->
     """Apply logged (kind, session_id, payload) rows to the projections only."""
     now = time.time()
     touched: dict[str, list] = {}
+    refused = 0
     for kind, session_id, payload in rows:
-        apply_event(connection, Event(kind, session_id, "", jsonio.loads(payload)), now, touched)
+        try:
+            apply_event(connection, Event(kind, session_id, "", jsonio.loads(payload)), now,
+                        touched)
+        except EventError:  # logged by an older version that checked less: set aside
+            refused += 1
     _flush_sessions(connection, touched, now)
+    if refused:
+        total = int(read_meta(connection, "set_aside_events") or 0) + refused
+        write_meta(connection, "set_aside_events", total)
 
 
 #: Per session touched by a batch: [leaf id, entries added]; written once per batch.
