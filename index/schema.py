@@ -16,7 +16,10 @@ entries   one row per tree entry, keyed by (session_id, entry_id); its rowid is 
           searchable text (never thinking, images or ``custom`` data); ``text_hash``
           identifies equal texts up to case and whitespace (deduplication). ``eligible`` is 1
           for the entries automatic retrieval may return (``message`` and
-          ``custom_message`` with text). ``first_kept_id`` is set on compactions.
+          ``custom_message`` with text). ``first_kept_id`` is set on compactions
+          that keep a contiguous run of entries (Pi, Claude Code); ``kept_ids`` (a JSON
+          array) on those that keep a set of earlier entries by id (Codex's
+          ``replacement_history``), NULL elsewhere.
 entries_fts  FTS5 over ``entries.text`` (external content; rowid = entries.rowid), its
           words Porter-stemmed (``FTS_TOKENIZE``).
 files     what ingest has read of each session file (``ingest.reader.FileState`` as
@@ -35,7 +38,9 @@ from __future__ import annotations
 #: Bump when a table changes shape; an older file is then rebuilt from its events.
 #: 2: entry rowids are AUTOINCREMENT, never reused after a session reset, so what a
 #:    reader memoizes per rowid can never describe another text.
-SCHEMA_VERSION = 2
+#: 3: ``entries.kept_ids``, the ids a Codex compaction keeps in context (an older file
+#:    gains the column on its next write, NULL being right for every entry it holds).
+SCHEMA_VERSION = 3
 
 #: Bump when tokenization or searchable-text extraction changes; same consequence.
 #: 2: the FTS table stems words (Porter), so a keyword matches its word forms.
@@ -92,6 +97,7 @@ CREATE TABLE IF NOT EXISTS entries (
     tokens        INTEGER NOT NULL DEFAULT 0,
     eligible      INTEGER NOT NULL DEFAULT 0,
     first_kept_id TEXT,
+    kept_ids      TEXT,
     UNIQUE (session_id, entry_id)
 );
 CREATE INDEX IF NOT EXISTS entries_parent ON entries (session_id, parent_id);

@@ -391,6 +391,7 @@ class write_transaction:  # lower case: read as a `with` statement, like a funct
 def _ensure_schema(connection: apsw.Connection, cwd: str | None, namespace: str) -> None:
     with connection:
         connection.execute(DDL)
+        _add_missing_columns(connection)
         existing = read_meta(connection, "schema_version")
         if existing is not None and int(existing) > SCHEMA_VERSION:
             raise IncompatibleIndex(f"index schema {existing} is newer than this code")
@@ -402,6 +403,20 @@ def _ensure_schema(connection: apsw.Connection, cwd: str | None, namespace: str)
         if cwd is not None and read_meta(connection, "cwd") is None:
             write_meta(connection, "cwd", cwd)
             write_meta(connection, "namespace", namespace)
+
+
+#: Columns a later schema added to a table, with their declarations: an older file gains
+#: them on its next write (their NULL is right for every row it holds), so a reader's
+#: query never meets a file without them; ``needs_rebuild`` still says it is older.
+ADDED_COLUMNS = {"entries": {"kept_ids": "TEXT"}}
+
+
+def _add_missing_columns(connection: apsw.Connection) -> None:
+    for table, columns in ADDED_COLUMNS.items():
+        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        for name, declaration in columns.items():
+            if name not in present:
+                connection.execute(f"ALTER TABLE {table} ADD COLUMN {name} {declaration}")
 
 
 def needs_rebuild(connection: apsw.Connection) -> bool:

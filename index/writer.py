@@ -187,7 +187,8 @@ def _apply_entry(connection: apsw.Connection, event: Event, now: float,
     values = (event.session_id, entry["id"], entry.get("parent_id"), int(entry["seq"]),
               entry.get("type") or "unknown", entry.get("role"), entry.get("timestamp"),
               entry.get("ts_ms"), text, text_hash(text), estimate_tokens(text),
-              1 if entry.get("eligible") else 0, entry.get("first_kept_id"))
+              1 if entry.get("eligible") else 0, entry.get("first_kept_id"),
+              _kept_ids(entry.get("kept_ids")))
     connection.execute(_INSERT_ENTRY + " ON CONFLICT(session_id, entry_id) DO NOTHING", values)
     added = connection.changes()
     if not added:  # a reused id: last write wins
@@ -207,9 +208,13 @@ def _apply_entry(connection: apsw.Connection, event: Event, now: float,
 
 _INSERT_ENTRY = (
     "INSERT INTO entries(session_id, entry_id, parent_id, seq, type, role, timestamp,"
-    " ts_ms, text, text_hash, tokens, eligible, first_kept_id)"
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    " ts_ms, text, text_hash, tokens, eligible, first_kept_id, kept_ids)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
+
+
+def _kept_ids(ids: list[str] | None) -> str | None:
+    return None if ids is None else jsonio.dumps(ids)
 
 
 def _apply_reset(connection: apsw.Connection, event: Event, now: float,

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from lookback.ingest.entries import cap_text
+from lookback.ingest.storable import iso_millis
 
 #: ``FileState.format`` of a Claude Code session file.
 FORMAT = "claude-code"
@@ -116,7 +116,7 @@ def normalize_entry(obj: dict[str, Any], *, seq: int) -> dict[str, Any]:
         "type": "other",
         "role": None,
         "timestamp": obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None,
-        "ts_ms": _iso_ms(obj.get("timestamp")),
+        "ts_ms": iso_millis(obj.get("timestamp")),
         "text": "",
         "eligible": False,
     }
@@ -197,15 +197,6 @@ def _block_text(block: dict[str, Any]) -> str:
     if kind == "tool_result":
         return content_text(block.get("content"))
     return ""  # thinking, redacted thinking, images, documents: never evidence
-
-
-def _iso_ms(stamp: Any) -> int | None:
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return None
 
 
 def _str(value: Any) -> str:

@@ -71,6 +71,10 @@ class Event:
             if not isinstance(entry["id"], str):
                 raise EventError("entry id is not text")
             _check_fields(entry, _ENTRY_FIELDS, "entry")
+            kept = entry.get("kept_ids")
+            if kept is not None and not (isinstance(kept, list)
+                                         and all(isinstance(i, str) for i in kept)):
+                raise EventError("entry event: kept_ids is not a list of ids")
         elif self.kind == "session":
             _check_fields(self.payload, _SESSION_FIELDS, "session")
         elif self.kind == "leaf" and not isinstance(self.payload.get("target_id"), str):

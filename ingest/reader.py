@@ -1,5 +1,5 @@
-"""Read a session file (Pi, or Claude Code: ``ingest.claude_code``) incrementally and turn
-its new lines into events.
+"""Read a session file (Pi, Claude Code: ``ingest.claude_code``, or Codex:
+``ingest.codex``) incrementally and turn its new lines into events.
 
 Pi appends one JSON object per line. A re-run reads only the complete lines added
 since the remembered ``FileState``; a file that shrank or whose already-read prefix
@@ -26,10 +26,11 @@ import stat
 import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from lookback.errors import UserError
-from lookback.ingest import claude_code, jsonio
+from lookback.ingest import claude_code, codex, jsonio
 from lookback.ingest.entries import normalize_entry
 from lookback.ingest.events import Event
 from lookback.ingest.storable import escape_surrogates
@@ -83,7 +84,7 @@ class FileState:
     last_line_hash: str = ""
     positions: int = 1  # parsed objects so far, header included (v1 ids count them)
     last_entry_id: str | None = None  # v1 entries chain to the previous one
-    format: str = PI  # PI or claude_code.FORMAT: how the lines are turned into events
+    format: str = PI  # PI, claude_code.FORMAT or codex.FORMAT: how lines become events
     prefix_crc: int | None = None  # CRC-32 of bytes [0, offset); None: an older state
     seen: str = ""  # "size:ctime_ns" of the file when this state was read
 
@@ -106,7 +107,7 @@ class ReadStats:
     extra_headers: int = 0
     cursor_records: int = 0
     rewrites: int = 0
-    bookkeeping: int = 0  # Claude Code lines outside the tree (request copies, costs …)
+    bookkeeping: int = 0  # lines outside the conversation (request copies, costs, events …)
     unknown_types: int = 0  # entry types this version does not know: never evidence
     sidechain: int = 0  # sub-agent lines found inside a main session file: skipped
     warnings: list[str] = field(default_factory=list)
@@ -154,6 +155,8 @@ def read_session(path: str, state: FileState | None = None, *,
         if state is None:
             state, header = _read_header(handle, path, max_line_bytes, stats)
             pending.append(Event("session", state.session_id, state.cwd, header))
+            if state.format == codex.FORMAT:
+                state = _codex_history(path, handle, state, pending, stats, max_line_bytes)
         else:
             handle.seek(state.offset)
         yield from _read_body(handle, state, pending, stats, max_line_bytes, batch_events,
@@ -170,7 +173,7 @@ def is_rewritten(path: str, state: FileState) -> bool:
 
 def session_identity(path: str,
                      max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[str, str]:
-    """(session id, cwd) of a Pi or Claude Code session file, from its first lines.
+    """(session id, cwd) of a Pi, Claude Code or Codex session file, from its first lines.
 
     Raises NotASession for any other file (HeaderPending while its first line is
     still being written), OSError when it cannot be read.
@@ -258,6 +261,11 @@ def _event_for(obj: dict[str, Any], cursor: _Cursor, stats: ReadStats) -> Event 
     cursor.positions += 1
     if state.format == claude_code.FORMAT:
         return _claude_event(obj, state, position, stats)
+    if state.format == codex.FORMAT:
+        event = _codex_event(obj, state, position, cursor.last_entry_id, stats)
+        if event is not None:
+            cursor.last_entry_id = event.payload["entry"]["id"]
+        return event
     entry_type = obj.get("type")
     if entry_type == "session":
         stats.extra_headers += 1  # Pi reads only line 1 as the header
@@ -302,6 +310,67 @@ def _claude_event(obj: dict[str, Any], state: FileState, position: int,
     return Event("entry", state.session_id, state.cwd, {"entry": entry})
 
 
+def _codex_event(obj: dict[str, Any], state: FileState, position: int,
+                 previous: str | None, stats: ReadStats) -> Event | None:
+    """One Codex line: an entry chained to the previous one (a rollout is linear)."""
+    if not codex.is_entry(obj):
+        if codex.is_bookkeeping(obj):
+            stats.bookkeeping += 1
+        elif codex.kind_of(obj) == "session_meta":
+            stats.extra_headers += 1
+        else:
+            stats.unknown_types += 1
+        return None
+    stats.entries += 1
+    entry = codex.normalize_entry(obj, seq=position, parent_id=previous)
+    return Event("entry", state.session_id, state.cwd, {"entry": entry})
+
+
+#: Forks of forks followed at most this deep for a fork's inherited history.
+MAX_FORK_DEPTH = 16
+
+
+def _codex_history(path: str, handle: BinaryIO, state: FileState, pending: list[Event],
+                   stats: ReadStats, max_line_bytes: int) -> FileState:
+    """A fork's inherited history as its own entries: the first ``history_base`` bytes of
+    the parent's rollout (found in the same ``sessions`` folder; a parent that is itself
+    a fork brings its own history first). A parent that cannot be found or read leaves
+    the fork's own lines only, with a warning."""
+    obj = parse_object(_prefix(handle, state.header_len))
+    identity = codex.identity_of(obj) if obj is not None else None
+    chain: list[tuple[Path, int]] = []
+    root = codex.sessions_root_of(Path(path))
+    while identity is not None and identity.history_base and len(chain) < MAX_FORK_DEPTH:
+        parent = codex.find_rollout(root, identity.history_base[0])
+        if parent is None:
+            stats.warnings.append(f"fork of {identity.history_base[0]}: its rollout is not "
+                                  f"under {root}; only the fork's own lines are read")
+            break
+        chain.append((parent, identity.history_base[1]))
+        try:
+            with open_session_file(str(parent)) as parent_handle:
+                first = parent_handle.readline(max_line_bytes + 1)
+        except OSError:
+            break
+        obj = parse_object(first)
+        identity = codex.identity_of(obj) if obj is not None else None
+    cursor = _Cursor(state, handle.fileno(), state.seen)
+    for parent, length in reversed(chain):
+        try:
+            with open_session_file(str(parent)) as parent_handle:
+                data = parent_handle.read(length)
+        except OSError as error:
+            stats.warnings.append(f"fork history {parent}: {error.strerror}")
+            continue
+        for line in data.splitlines()[1:]:  # the parent's session_meta is not history
+            line_obj = parse_object(line, stats) if len(line) <= max_line_bytes else None
+            if line_obj is not None and codex.kind_of(line_obj) != "session_meta":
+                event = _event_for(line_obj, cursor, stats)
+                if event is not None:
+                    pending.append(event)
+    return replace(state, positions=cursor.positions, last_entry_id=cursor.last_entry_id)
+
+
 def _v1_links(obj: dict[str, Any]) -> dict[str, Any]:
     """Map a v1 compaction's ``firstKeptEntryIndex`` to the id that entry gets."""
     index = obj.get("firstKeptEntryIndex")
@@ -323,6 +392,9 @@ def _read_header(handle: BinaryIO, path: str, max_line_bytes: int,
                 stats.malformed += 1
             continue
         if not is_header(obj):
+            identity = codex.identity_of(obj)
+            if identity is not None:
+                return _codex_header(handle, path, identity, start, end, line)
             return _claude_header(handle, path, max_line_bytes, end)
         state = FileState(
             path=escape_surrogates(path), session_id=obj["id"], cwd=_str(obj.get("cwd")),
@@ -363,6 +435,19 @@ def _claude_header(handle: BinaryIO, path: str, max_line_bytes: int,
                       last_line_start=0, last_line_hash=_digest(b""), positions=0,
                       format=claude_code.FORMAT, prefix_crc=0)
     header = {"file": state.path, "cwd": identity.cwd, "version": 1, "format": claude_code.FORMAT,
+              "started_at": identity.started_at, "parent_session": identity.parent_session}
+    return state, header
+
+
+def _codex_header(handle: BinaryIO, path: str, identity: codex.Identity, start: int,
+                  end: int, line: bytes) -> tuple[FileState, dict[str, Any]]:
+    """A Codex rollout: its ``session_meta`` line is the header."""
+    state = FileState(path=escape_surrogates(path), session_id=identity.session_id,
+                      cwd=identity.cwd, version=1, size=end, offset=end, header_len=end,
+                      header_hash=_digest(_prefix(handle, end)), last_line_start=start,
+                      last_line_hash=_digest(line), format=codex.FORMAT,
+                      prefix_crc=_crc(handle.fileno(), 0, end))
+    header = {"file": state.path, "cwd": identity.cwd, "version": 1, "format": codex.FORMAT,
               "started_at": identity.started_at, "parent_session": identity.parent_session}
     return state, header
 

@@ -1,4 +1,5 @@
-"""Finding session files: the agents' default folders (Pi, Claude Code) and paths given by the user.
+"""Finding session files: the agents' default folders (Pi, Claude Code, Codex) and paths given
+by the user.
 
 Which agent wrote a file is recognized by its content when it is read (``ingest.reader``),
 not by where it lies, so a folder may hold both.
@@ -34,24 +35,41 @@ def default_claude_projects_dir(configured: str = "",
     return Path(base).expanduser() / "projects"
 
 
+def default_codex_sessions_dir(configured: str = "",
+                               environ: dict[str, str] | None = None) -> Path:
+    """Where Codex keeps sessions: ``configured``, else ``$CODEX_HOME/sessions``, else
+    ``~/.codex/sessions``."""
+    environ = dict(os.environ) if environ is None else environ
+    if configured:
+        return Path(configured).expanduser()
+    base = environ.get("CODEX_HOME") or "~/.codex"
+    return Path(base).expanduser() / "sessions"
+
+
 def default_session_roots(*, claude_code: bool = True, claude_projects_dir: str = "",
+                          codex: bool = True, codex_sessions_dir: str = "",
                           environ: dict[str, str] | None = None) -> list[Path]:
     """The folders read when no path is named: Pi's sessions folder, and Claude Code's
-    projects folder when ``claude_code`` and it exists (Pi's is kept even before Pi made
-    it, so a watcher finds its first session)."""
+    projects folder and Codex's sessions folder when asked for and they exist (Pi's is
+    kept even before Pi made it, so a watcher finds its first session)."""
     roots = [default_sessions_dir(environ)]
     claude = default_claude_projects_dir(claude_projects_dir, environ)
     if claude_code and claude.is_dir():
         roots.append(claude)
+    codex_dir = default_codex_sessions_dir(codex_sessions_dir, environ)
+    if codex and codex_dir.is_dir():
+        roots.append(codex_dir)
     return roots
 
 
 def configured_roots(sessions_dirs: Iterable[str], *, claude_code: bool = True,
-                     claude_projects_dir: str = "") -> list[Path]:
+                     claude_projects_dir: str = "", codex: bool = True,
+                     codex_sessions_dir: str = "") -> list[Path]:
     """``sessions_dirs`` when the settings name any, else ``default_session_roots``."""
     dirs = [Path(d).expanduser() for d in sessions_dirs if d]
     return dirs or default_session_roots(claude_code=claude_code,
-                                         claude_projects_dir=claude_projects_dir)
+                                         claude_projects_dir=claude_projects_dir,
+                                         codex=codex, codex_sessions_dir=codex_sessions_dir)
 
 
 class PathProblem(UserError, ValueError):

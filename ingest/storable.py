@@ -10,6 +10,7 @@ that cannot be stored are dropped by the caller, which counts them.
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any
 
 import regex
@@ -70,3 +71,13 @@ def millis(value: Any) -> int | None:
         return None
     return int(value)
 
+
+
+def iso_millis(stamp: Any) -> int | None:
+    """Epoch milliseconds of an ISO 8601 timestamp (``Z`` allowed), else None."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return millis(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):
+        return None

@@ -453,11 +453,14 @@ def _ms(started: float) -> float:
 
 
 def default_roots(settings: Any) -> list[Path]:
-    """The folders to tail: ``sessions_dirs`` when set, else Pi's sessions folder and
-    Claude Code's projects folder (when it exists and ``claude_code.read_by_default``)."""
+    """The folders to tail: ``sessions_dirs`` when set, else Pi's sessions folder, Claude
+    Code's projects folder and Codex's sessions folder (each when it exists and its
+    ``read_by_default``)."""
     return configured_roots(settings.sessions_dirs,
                             claude_code=settings.claude_code.read_by_default,
-                            claude_projects_dir=settings.claude_code.projects_dir)
+                            claude_projects_dir=settings.claude_code.projects_dir,
+                            codex=settings.codex.read_by_default,
+                            codex_sessions_dir=settings.codex.sessions_dir)
 
 
 def engine_for(settings: Any) -> FreshnessEngine | None:

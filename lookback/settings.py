@@ -107,6 +107,22 @@ class ClaudeCode(Section, frozen=True):
     hook_timeout_ms: PositiveFloat = 1500.0
 
 
+class Codex(Section, frozen=True):
+    """Codex CLI: where its sessions are, and the UserPromptSubmit hook."""
+
+    #: Codex's sessions folder; empty: $CODEX_HOME/sessions, else ~/.codex/sessions
+    sessions_dir: str = ""
+    #: read that folder (when it exists) beside Pi's when no paths or sessions_dirs are given
+    read_by_default: bool = True
+    #: the privacy policy's provider for the evidence the hook hands to Codex
+    provider: str = "openai"
+    #: the hook gives up after this long and adds nothing (Codex goes on unchanged)
+    hook_timeout_ms: PositiveFloat = 1500.0
+    #: what the hook's evidence may add up to in a thread until a compaction drops it
+    #: (Codex re-sends every earlier hook context with each request)
+    max_thread_tokens: Positive = 10_000
+
+
 class Manifest(Section, frozen=True):
     keep_per_session: Positive = 50
 
@@ -141,7 +157,7 @@ class Settings(Section, frozen=True):
 
     #: where the project indexes live; unset: the platform data dir
     home: Path = Path(platformdirs.user_data_dir("lookback"))
-    #: what ``lookback index``/``watch`` read; empty: Pi's sessions folder and Claude Code's
+    #: what ``lookback index``/``watch`` read; empty: Pi's, Claude Code's and Codex's folders
     sessions_dirs: tuple[str, ...] = ()
     #: set: service mode
     redis_url: str | None = None
@@ -153,6 +169,7 @@ class Settings(Section, frozen=True):
     server: Server = Server()
     freshness: Freshness = Freshness()
     claude_code: ClaudeCode = ClaudeCode()
+    codex: Codex = Codex()
     manifest: Manifest = Manifest()
     workers: Workers = Workers()
     reader: Reader = Reader()

@@ -43,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
     settings = load(args)
     paths = args.paths or [root for root in default_roots(settings) if root.is_dir()]
     if not paths:  # nothing asked for and nothing there: not an error
-        print(f"no Pi or Claude Code sessions yet: {default_roots(settings)[0]} does not exist "
-              "(Pi creates it on its first session; Claude Code's ~/.claude/projects neither; "
+        print(f"no Pi, Claude Code or Codex sessions yet: {default_roots(settings)[0]} does "
+              "not exist (Pi creates it on its first session; Claude Code's ~/.claude/projects "
+              "and Codex's ~/.codex/sessions neither; "
               "or name session files or folders: lookback index PATH ...)")
         return 0
     skipped: list[str] = []  # dangling links and the like, found in the folders

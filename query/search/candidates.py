@@ -400,11 +400,11 @@ def entries_for(connection: apsw.Connection, session_id: str,
                 entry_ids: Sequence[str]) -> list[PathEntry]:
     """The indexed entries among caller-given ids (ids the index lacks are skipped)."""
     rows = connection.execute(
-        "SELECT rowid, entry_id, type, first_kept_id, seq FROM entries "
+        "SELECT rowid, entry_id, type, first_kept_id, seq, kept_ids FROM entries "
         "WHERE session_id = ? AND entry_id IN (SELECT value FROM json_each(?))",
         (session_id, json.dumps(list(entry_ids))),
     ).fetchall()
-    return [PathEntry(*row) for row in rows]
+    return [PathEntry.of_row(*row) for row in rows]
 
 
 @dataclass(frozen=True)

@@ -228,12 +228,13 @@ class IndexReader:
             if cached is not None:
                 return [*cached, *reversed(steps)]
             row = connection.execute(
-                "SELECT rowid, entry_id, type, first_kept_id, parent_id, seq FROM entries "
-                "WHERE session_id = ? AND entry_id = ?", (session_id, current)).fetchone()
+                "SELECT rowid, entry_id, type, first_kept_id, seq, kept_ids, parent_id "
+                "FROM entries WHERE session_id = ? AND entry_id = ?",
+                (session_id, current)).fetchone()
             if row is None:
                 break
-            steps.append(PathEntry(row[0], row[1], row[2], row[3], row[5]))
-            current = row[4]
+            steps.append(PathEntry.of_row(*row[:6]))
+            current = row[6]
         return branch(connection, session_id, leaf_id)
 
     def close(self) -> None:
