@@ -29,6 +29,12 @@ Two paths, each asked every question of a conversation:
   back after compaction). Evidence in the kept tail is in the model's context and
   cannot be returned; it counts as missed.
 
+When. LoCoMo asks its questions after the conversation, so each is asked at the
+time of the conversation's last turn (``message_time``, the end of its last session):
+a relative date in a question ("last year", "two weeks ago") resolves against it, and
+a date names a time the entries' timestamps are compared with (docs/specification.md,
+the ranking table's "time in the question").
+
 Scores (per question, the share of its evidence turns among the first k entries
 returned; 1.0 for a question without evidence; the mean over questions — the
 paper's ``task_eval/evaluation.py``): turn R@5, R@10, NDCG@10 (binary relevance) and
@@ -361,16 +367,18 @@ def run_paths(talk: Conversation, home: Path, files: tuple[Path, Path], semantic
     results: dict[str, list[dict]] = {"search": [], "retrieval": [], "bm25": []}
     timings: dict[str, list[float]] = defaultdict(list)
     fallbacks = 0
+    asked_at = _iso(talk.turns[-1].timestamp)  # "now": the end of the last session
     for question in talk.questions:
         text = question["question"]
         started = time.perf_counter()
         found = search({"text": text, "scope": "project", "max_results": SEARCH_RESULTS,
-                        "session_file": str(search_file)}, settings=settings, reader=reader)
+                        "session_file": str(search_file), "message_time": asked_at},
+                       settings=settings, reader=reader)
         timings["search"].append(time.perf_counter() - started)
         searched = [talk.ids.get((r["session_id"], r["entry_id"]), "?")
                     for r in found.get("results", [])]
         request = {"session_file": str(one_file), "message": text,
-                   "max_results": RETRIEVAL_RESULTS}
+                   "max_results": RETRIEVAL_RESULTS, "message_time": asked_at}
         if semantic:
             request["semantic"] = True
         started = time.perf_counter()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from datetime import datetime
 
 import apsw
 import pytest
@@ -20,6 +21,7 @@ from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
 from lookback.index.tree import branch, leaf_of
 from lookback.query.search.reader import IndexReader
+from lookback.query.text.dates import time_spans
 from lookback.settings import load_settings
 from tests.support import fixture_path, index_paths
 
@@ -28,11 +30,15 @@ LARGE = fixture_path("large-session.jsonl")
 V3 = fixture_path("pi-session-v3.jsonl")  # a sibling branch beside the leaf's
 QUESTIONS = {
     BEFORE: ["`AgentSession` thinking levels", "why does unsubscribe clear the event listeners?",
-             "interactive-mode.ts showSelector", "theme colors", "mockSessionManager testable"],
+             "interactive-mode.ts showSelector", "theme colors", "mockSessionManager testable",
+             "what did we do to the theme colors yesterday?",
+             "`AgentSession` tests la settimana scorsa"],
     # Leaf's branch: 00000002, 07, 08; the sibling branch holds 03 to 06.
     V3: ["OracleProvider implementation", "alternative SQL implementation MERGE",
-         "`LastExportUtc` export", "tests passed"],
+         "`LastExportUtc` export", "tests passed", "the alternative SQL in August 2026"],
 }
+#: The message time of every request: the day after BEFORE's and V3's first entries.
+ASKED = {BEFORE: "2025-12-10T09:00:00Z", V3: "2026-08-25T09:00:00Z"}
 REASON = re.compile(r"^(?P<label>.*) (?P<sign>[+-])(?P<points>[0-9.]+)$")
 
 
@@ -95,10 +101,22 @@ def parsed(reasons: list[str]) -> list[tuple[str, float]]:
     return parts
 
 
-def assert_reasons_true(item: dict, text: str, on_branch: bool, query: dict) -> None:
-    """Each reason of ``item`` follows from its row: text, role, branch."""
+def assert_reasons_true(item: dict, text: str, on_branch: bool, query: dict,
+                        question: str, asked: str) -> None:
+    """Each reason of ``item`` follows from its row: text, role, branch, date."""
     parts = parsed(item["reasons"])
     labels = [label for label, _ in parts]
+    spans = time_spans(question, datetime.fromisoformat(asked))
+    stamp = datetime.fromisoformat(item["timestamp"]).timestamp() * 1000
+    dated = [label for label in labels if label.startswith("dated ")]
+    assert ("recency" in labels) <= (not spans)  # a named time takes recency's place
+    inside = {s.text for s in spans if s.offset_ms(stamp) == 0}
+    near = {s.text for s in spans if s.offset_ms(stamp) != 0}
+    for label in dated:
+        words = re.search(r"`(.*)`", label)[1]
+        assert words in (inside if label.startswith("dated in ") else near), (label, stamp)
+    if inside:
+        assert dated, (item["entry_id"], labels)
     assert item["score"] == pytest.approx(sum(points for _, points in parts), abs=0.011)
     assert ("active branch" in labels) == on_branch, (item["entry_id"], labels)
     for label, _ in parts:
@@ -138,16 +156,19 @@ def full_text(home, call, project: str, item: dict) -> str:
 def test_automatic_retrieval_reasons_are_facts_of_the_row(api, session_file):
     home, call = api
     project, session_id, on_branch = branch_of(home, session_file)
-    checked = 0
+    checked = dated = 0
     for question in QUESTIONS[session_file]:
         answer = call(retrieve, {"session_file": str(session_file), "message": question,
-                                 "context_ids": [], "max_results": 20})
+                                 "context_ids": [], "max_results": 20,
+                                 "message_time": ASKED[session_file]})
         for item in answer["evidence"]:
             assert item["session_id"] == session_id and item["entry_id"] in on_branch
             text = full_text(home, call, project, item)
-            assert_reasons_true(item, text, True, answer["query"])
+            assert_reasons_true(item, text, True, answer["query"], question,
+                                ASKED[session_file])
             checked += 1
-    assert checked >= 3
+            dated += any(reason.startswith("dated ") for reason in item["reasons"])
+    assert checked >= 3 and dated > 0
 
 
 @pytest.mark.parametrize("scope", ["branch", "session", "project"])
@@ -160,7 +181,7 @@ def test_history_search_reasons_and_on_branch_agree_with_the_row(api, session_fi
     seen = {True: 0, False: 0}
     for question in QUESTIONS[session_file]:
         request = {"session_file": str(session_file), "text": question, "scope": scope,
-                   "max_results": 40}
+                   "max_results": 40, "message_time": ASKED[session_file]}
         if given:
             request["branch_ids"] = sorted(on_branch)
         answer = call(search, request)
@@ -168,7 +189,8 @@ def test_history_search_reasons_and_on_branch_agree_with_the_row(api, session_fi
             truth = item["session_id"] == session_id and item["entry_id"] in on_branch
             assert item["on_branch"] is truth, (item["session_id"], item["entry_id"])
             text = full_text(home, call, project, item)
-            assert_reasons_true(item, text, truth, answer["query"])
+            assert_reasons_true(item, text, truth, answer["query"], question,
+                                ASKED[session_file])
             seen[truth] += 1
     assert seen[True] > 0
     # Wider scopes reach rows off the branch (V3's sibling branch, LARGE's session), and

@@ -37,6 +37,7 @@ from lookback.query.search.ranking import Ranked
 from lookback.query.search.reader import IndexReader, NotIndexed, SessionView
 from lookback.query.search.request import (
     RequestError,
+    message_time,
     optional_ids,
     optional_text,
     query_text,
@@ -51,8 +52,10 @@ from lookback.query.search.retrieve import (
     find_candidates,
     first_position,
     term_rarity,
+    times_of,
     verify_and_rank,
 )
+from lookback.query.text.dates import TimeSpan
 from lookback.query.text.terms import extract_terms
 
 SCOPES = ("branch", "session", "project")
@@ -73,13 +76,15 @@ class HistorySearch:
         names = session_names(request, project_alone=True)
         leaf_id = optional_text(request, "leaf_id")
         branch_ids, provider = _branch_ids(request), optional_text(request, "provider")
+        when = times_of(text, message_time(request))
         searched = Searched.of(extract_terms(text))
         terms = searched.terms
         if not terms.has_topic:
             return {"status": "no-query", "query": {}, "results": [], "excluded": []}
         try:
             with self.reader.session(**names.as_dict()) as view:
-                chosen = self._ranked(view, searched, scope_name, limit, leaf_id, branch_ids)
+                chosen = self._ranked(view, searched, scope_name, limit, leaf_id, branch_ids,
+                                      when)
         except (NotIndexed, OSError):
             return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
                     "excluded": []}
@@ -98,7 +103,8 @@ class HistorySearch:
 
     def _ranked(self, view: SessionView, searched: Searched, scope_name: str, limit: int,
                 leaf_id: str | None,
-                branch_ids: list[str] | None) -> list[Ranked]:
+                branch_ids: list[str] | None, when: tuple[TimeSpan, ...] = ()
+                ) -> list[Ranked]:
         """Search, verify, rank and deduplicate inside the open read transaction.
 
         Each item knows whether its row is on the caller's branch (the session's
@@ -117,7 +123,7 @@ class HistorySearch:
         ranked = verify_and_rank(
             rows, searched, None, fts_hits, Diagnostics(),
             on_branch=lambda row: row.session_id == session_id and row.entry_id in on_branch,
-            rarity=term_rarity(connection, searched))
+            rarity=term_rarity(connection, searched), when=when)
         chosen = deduplicate(ranked)[:limit]
         load_texts(connection, (item.row for item in chosen))
         return chosen

@@ -9,22 +9,24 @@ active branch             15
 same file / symbol / error  12 / 10 / 12 per matched term of that kind
 user / assistant authority  8 / 5
 FTS order                0..6 (bm25 rank among the FTS hits)
-recency                  0..8 (newest candidate 8)
+recency                  0..8 (newest candidate 8), unless the message names a time:
+time in the question     0..8 instead (8 inside that time, less near it)
 token penalty            0..12 (12 at 3,000 tokens and beyond)
 =======================  =========================================
 
 Tiers come first (identifier, phrase, other), then score descending, timestamp
-descending, entry id. The non-topic parts (authority, FTS order, recency) add up to
-at most 22, so they never outweigh one more matched topic of comparable weight
-(40 x rarity, rarity 0.55 or more).
+descending, entry id. The non-topic parts (authority, FTS order, recency or time)
+add up to at most 22, so they never outweigh one more matched topic of comparable
+weight (40 x rarity, rarity 0.55 or more).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lookback.query.search.candidates import Row
+from lookback.query.text.dates import TimeSpan
 from lookback.query.text.matching import Match
 from lookback.query.text.terms import ERROR_KINDS, FILE_KINDS, PHRASE, SYMBOL_KINDS, Term
 
@@ -37,6 +39,12 @@ SAME_FILE, SAME_SYMBOL, SAME_ERROR = 12.0, 10.0, 12.0
 AUTHORITY = {"user": 8.0, "assistant": 5.0}
 MAX_FTS_ORDER, MAX_RECENCY, MAX_TOKEN_PENALTY = 6.0, 8.0, 12.0
 TOKENS_FOR_FULL_PENALTY = 3000
+#: Time in the question (``query/text/dates.py``): an entry dated inside a time the
+#: message names earns ``MAX_TIME_MATCH``; one dated near it less, down to 0 at a
+#: distance as long as that time (at least ``MIN_NEAR_MS``). It takes recency's place
+#: (and its at most 8 points), so the non-topic parts still add up to at most 22.
+MAX_TIME_MATCH = 8.0
+MIN_NEAR_MS = 7 * 86_400_000
 
 
 @dataclass
@@ -62,23 +70,50 @@ class Ranked:
 
 
 def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: int,
-          static: tuple[str, list[tuple[str, float]]] | None = None) -> None:
+          static: tuple[str, list[tuple[str, float]]] | None = None,
+          when: Sequence[TimeSpan] = ()) -> None:
     """Fill in ``tier``, ``score`` and ``parts`` (``matches`` must be non-empty).
 
     ``static`` is what ``static_parts`` returned for this row and query, if the
     caller memoized it; the parts that depend on the other candidates (FTS order,
-    recency) are always computed here.
+    recency) or on the message's time (``when``) are always computed here.
     """
     item.tier, parts = static if static is not None else static_parts(item, on_branch)
     row = item.row
-    span = newest - oldest
-    recency = round(MAX_RECENCY if span <= 0 else MAX_RECENCY * (row.seq - oldest) / span, 2)
+    item.parts = list(parts)
     if row.fts_rank is not None and fts_hits > 0:
-        order = round(MAX_FTS_ORDER * (1 - row.fts_rank / fts_hits), 2)
-        item.parts = [*parts, ("FTS order", order), ("recency", recency)]
+        item.parts.append(("FTS order", round(MAX_FTS_ORDER * (1 - row.fts_rank / fts_hits), 2)))
+    if when:  # the message says when: that, not recency, places the entry in time
+        dated = time_part(row, when)
+        if dated is not None:
+            item.parts.append(dated)
     else:
-        item.parts = [*parts, ("recency", recency)]
+        span = newest - oldest
+        item.parts.append(("recency", round(
+            MAX_RECENCY if span <= 0 else MAX_RECENCY * (row.seq - oldest) / span, 2)))
     item.score = round(sum(points for _, points in item.parts), 2)
+
+
+def time_part(row: Row, when: Sequence[TimeSpan]) -> tuple[str, float] | None:
+    """The entry's closeness to the times the message names, as a score part.
+
+    Inside one: ``MAX_TIME_MATCH``; outside, less in proportion to the distance, none
+    from the span's own length away (a week at least). The closest span counts.
+    """
+    if not when or row.ts_ms is None:
+        return None
+    best: tuple[float, TimeSpan, int] | None = None
+    for span in when:
+        offset = span.offset_ms(row.ts_ms)
+        closeness = 1 - abs(offset) / max(MIN_NEAR_MS, span.end_ms - span.start_ms)
+        if closeness > 0 and (best is None or closeness > best[0]):
+            best = (closeness, span, offset)
+    if best is None:
+        return None
+    closeness, span, offset = best
+    points = round(MAX_TIME_MATCH * closeness, 2)
+    where = "in" if offset == 0 else "near"
+    return (f"dated {where} {_quote(span.text)}", points) if points else None
 
 
 def static_parts(item: Ranked, on_branch: bool, rarity: Mapping[Term, float] | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from lookback.errors import UserError
@@ -54,6 +55,9 @@ class RetrievalRequest:
     #: The planner's question riding along (``plan``); its budget defaults to this
     #: request's ``max_retrieved_history_tokens``.
     plan: PlanRequest | None = None
+    #: When the message was written (epoch ms): "yesterday" or "last year" in it are
+    #: resolved against this. None: the time of the call.
+    message_time_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,7 @@ def parse_request(data: Any, defaults: dict[str, Any] | None = None) -> Retrieva
             defaults.get("max_retrieved_history_tokens", DEFAULT_MAX_HISTORY_TOKENS),
             *MAX_TOKENS_RANGE),
         semantic=_optional_bool(data, "semantic", bool(defaults.get("semantic", False))),
+        message_time_ms=message_time(data),
     )
     plan = data.get("plan")
     if plan is None:
@@ -224,6 +229,38 @@ def _message(data: dict[str, Any]) -> str | None:
         raise RequestError("messages must be a list of objects")
     found = latest_real_user_message(messages)
     return None if found is None else query_text(found[1])
+
+
+def message_time(data: dict[str, Any]) -> int | None:
+    """The message's time in epoch ms: ``message_time`` (epoch ms or ISO 8601), else the
+    ``timestamp`` of the latest real user message in ``messages``, else None."""
+    value = data.get("message_time")
+    if value is not None:
+        found = _epoch_ms(value)
+        if found is None:
+            raise RequestError("message_time must be epoch milliseconds or an ISO 8601 time")
+        return found
+    messages = data.get("messages")
+    if data.get("message") is None and isinstance(messages, list) and all(
+            isinstance(m, dict) for m in messages):
+        latest = latest_real_user_message(messages)
+        if latest is not None:
+            return _epoch_ms(messages[latest[0]].get("timestamp"))  # Pi's: epoch ms
+    return None
+
+
+def _epoch_ms(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value < 10**14 else None
+    if isinstance(value, str) and 0 < len(value) <= 64:
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return int(moment.timestamp() * 1000)
+    return None
 
 
 def query_text(text: str) -> str:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import apsw
@@ -53,6 +54,7 @@ from lookback.query.search.ranking import Ranked, row_parts, score, sort_key, to
 from lookback.query.search.reader import IndexReader, NotIndexed
 from lookback.query.search.request import RetrievalRequest
 from lookback.query.semantic.hybrid import add_semantic
+from lookback.query.text.dates import TimeSpan, time_spans
 from lookback.query.text.fts_query import FtsQuery, compile_query, folded_phrase
 from lookback.query.text.matching import Match, PhraseFinder, find_literal
 from lookback.query.text.terms import QueryTerms, Term, extract_terms
@@ -161,7 +163,8 @@ class Retriever:
             merged = merge_rows(rows, fts_rows)
         diagnostics.candidates = len(merged)
         ranked = verify_and_rank(merged, searched, allowed.ids, len(fts_rows), diagnostics,
-                                 rarity=term_rarity(connection, searched))
+                                 rarity=term_rarity(connection, searched),
+                                 when=times_of(request.message, request.message_time_ms))
         if request.semantic and request.message is not None:
             ranked = add_semantic(connection, str(path), session_id, scope, request.message,
                                   ranked, embedder_name=self.embedder,
@@ -307,6 +310,19 @@ def searched_of(message: str) -> Searched:
     return Searched.of(extract_terms(message))
 
 
+def times_of(message: str | None, message_time_ms: int | None) -> tuple[TimeSpan, ...]:
+    """The times ``message`` names, resolved against its time (None: now)."""
+    if not message:
+        return ()
+    stamp = message_time_ms if message_time_ms is not None else int(time.time() * 1000)
+    return _times_of(message, stamp)
+
+
+@functools.lru_cache(maxsize=1024)
+def _times_of(message: str, message_time_ms: int) -> tuple[TimeSpan, ...]:
+    return time_spans(message, datetime.fromtimestamp(message_time_ms / 1000, UTC))
+
+
 def terms_of(message: str) -> QueryTerms:
     """``extract_terms``, memoized (see ``searched_of``)."""
     return searched_of(message).terms
@@ -379,14 +395,16 @@ def term_rarity(connection: apsw.Connection, searched: Searched) -> dict[Term, f
 def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[str] | None,
                     fts_hits: int, diagnostics: Diagnostics,
                     on_branch: Callable[[Row], bool] | None = None,
-                    rarity: dict[Term, float] | None = None) -> list[Ranked]:
+                    rarity: dict[Term, float] | None = None,
+                    when: Sequence[TimeSpan] = ()) -> list[Ranked]:
     """Steps 7 (verification) and 8: keep rows with a verified match, score, order.
 
     ``allowed_ids`` None skips the defensive branch check (explicit project search).
     ``on_branch`` says whether a row is on the caller's branch; None means every row
     is (automatic retrieval searches nothing else). Each item keeps that fact, and
     its "active branch" part comes from it, so a reason and the row cannot disagree.
-    ``rarity`` weighs each matched term (``term_rarity``).
+    ``rarity`` weighs each matched term (``term_rarity``); ``when`` is the times the
+    message names (``time_spans``), a signal inside each tier.
     """
     ranked: list[Ranked] = []
     on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
@@ -413,7 +431,7 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
         newest = max(item.row.seq for item in ranked)
         for item, (tier, topic) in zip(ranked, topics, strict=True):
             score(item, on_branch=item.on_branch, fts_hits=fts_hits, oldest=oldest,
-                  newest=newest, static=(tier, [*topic, *row_parts(item.row)]))
+                  newest=newest, static=(tier, [*topic, *row_parts(item.row)]), when=when)
     ranked.sort(key=sort_key)
     diagnostics.alternate_branch_candidates = rejected_branch
     diagnostics.unverified_rejected = unverified

@@ -38,6 +38,8 @@ _EXPORTS = {
     "find_literal": "matching",
     "FoldedText": "normalize",
     "fold": "normalize",
+    "TimeSpan": "dates",
+    "time_spans": "dates",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

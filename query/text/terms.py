@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import regex
 
+from lookback.query.text.dates import date_spans
 from lookback.query.text.normalize import fold
 from lookback.query.text.stopwords import is_stopword, is_technology
 
@@ -413,6 +414,33 @@ def _call(match: regex.Match[str]) -> list[tuple[str, str]] | None:
     return [(match.group(1), IDENTIFIER)] if len(match.group(1)) <= MAX_TERM_CHARS else None
 
 
+class _Span:
+    def __init__(self, start: int, end: int) -> None:
+        self._start, self._end = start, end
+
+    def start(self) -> int:
+        return self._start
+
+    def end(self) -> int:
+        return self._end
+
+
+class _DateWords:
+    """``dates.date_spans`` in the scanner's pattern interface (``finditer``)."""
+
+    def finditer(self, text: str) -> Iterator[_Span]:
+        return (_Span(start, end) for start, end in date_spans(text))
+
+
+_DATES = _DateWords()
+
+
+def _date(match: object) -> list[tuple[str, str]]:
+    # Words that name a time ("last year", "a maggio") are the date signal of ranking
+    # (query/text/dates.py), not topics: blank them, record nothing.
+    return []
+
+
 def _word(match: regex.Match[str]) -> list[tuple[str, str]]:
     word = match.group()
     if len(word) > MAX_TERM_CHARS or not _has_letter(word):
@@ -452,6 +480,7 @@ _PASSES: tuple[tuple[regex.Pattern[str], Callable, tuple[str, ...] | None], ...]
     (_QUALIFIED, _qualified, (".", ":")),
     (_CALL, _call, ("()",)),
     (_EXCEPTION_NAME, _error, ("Error", "Exception", "Warning")),
+    (_DATES, _date, None),
     (_WORD, _word, None),
 )
 
