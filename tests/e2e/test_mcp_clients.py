@@ -79,7 +79,9 @@ def test_claude_code_calls_history_search_and_receives_the_quoted_turn(indexed, 
              "--", LOOKBACK, "mcp", "--provider", "anthropic"],
             cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False)
         assert added.returncode == 0, added.stderr
-        arguments = {"query": "AppMessage[]", "scope": "project", "project": str(project)}
+        # No project named: Claude Code starts the server in the project's folder, which
+        # is the default project of a stdio server.
+        arguments = {"query": "AppMessage[]", "scope": "project"}
         run = runner.run(project, f"{CALL_TOOL} {SEARCH} {json.dumps(arguments)}",
                          "--allowedTools", SEARCH)
     assert run.returncode == 0, run.stderr
@@ -159,7 +161,7 @@ def test_pi_1x_calls_history_search_and_receives_the_quoted_turn(indexed, tmp_pa
         assert added.returncode == 0, added.stderr
         registered = json.loads((agent_dir / "mcp.json").read_text())["mcpServers"]["lookback"]
         assert registered["exposure"] == "direct"  # Pi's default, codemode, hides the tools
-        arguments = {"query": "AppMessage[]", "scope": "project", "project": str(project)}
+        arguments = {"query": "AppMessage[]", "scope": "project"}  # Pi runs it in the cwd too
         model.script.append(tool_call_reply(SEARCH, arguments))
         # --no-extensions (the runner's isolation) also drops the built-in MCP support.
         runner = PiRunner(pi=pi, model=model, agent_dir=agent_dir, extension=None, timeout=180,
