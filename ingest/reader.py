@@ -166,9 +166,18 @@ def read_session(path: str, state: FileState | None = None, *,
 def is_rewritten(path: str, state: FileState) -> bool:
     """True when ``path`` no longer starts with what ``state`` read: it shrank, or its
     header, last read line or any byte it read changed (a rewrite, not an append)."""
+    return checked_state(path, state) is None
+
+
+def checked_state(path: str, state: FileState) -> FileState | None:
+    """``state`` as checked against ``path`` now (``seen`` updated, so reading on from
+    it right away costs no second check), or None when the file was rewritten."""
     with open_session_file(path) as handle:
         info = os.fstat(handle.fileno())
-        return not _prefix_unchanged(handle, state, info.st_size, _seen(info))
+        seen = _seen(info)
+        if not _prefix_unchanged(handle, state, info.st_size, seen):
+            return None
+    return state if state.prefix_crc is None else replace(state, seen=seen)
 
 
 def session_identity(path: str,

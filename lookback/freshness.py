@@ -35,7 +35,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ from lookback.ingest.reader import (
     Batch,
     FileState,
     NotASession,
-    is_rewritten,
+    checked_state,
     read_session,
 )
 from lookback.ingest.scan import PathProblem, configured_roots, session_files
@@ -231,9 +231,12 @@ class FreshnessEngine:
         if state is None:
             return False
         try:
-            return is_rewritten(path, state)
+            checked = checked_state(path, state)
         except OSError:
             return False
+        if checked is not None:
+            self._states[path] = checked  # the read that follows needs no second check
+        return checked is None
 
     def _stored_state(self, path: str) -> FileState | None:
         """What the index says was read of ``path`` — for a file this process has not
@@ -353,6 +356,9 @@ class FreshnessEngine:
             self.paths.set(key, cwd)
         writer = self._writer(cwd)
         state = writer.file_state(key)
+        known = self._states.get(path)
+        if state is not None and known is not None and replace(known, seen=state.seen) == state:
+            state = known  # the same state, already checked against the file (_rewritten)
         if state is not None:  # known before reading, so a waiting request can tell a rewrite
             self._states[path] = state
         entries = 0
