@@ -1,0 +1,86 @@
+"""The rules the Pi extension mirrors from Python, held to golden cases both sides read.
+
+tests/fixtures/contract/ holds message kinds, token estimates, context entry ids and planner
+decisions, Unicode included. This file checks the Python implementations (the reference the
+planner uses) against them, then runs the extension's own `node --test` suite
+(integrations/pi/test/), which checks the TypeScript side against the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from lookback.index.tree import PathEntry, context_entries
+from lookback.query.context.messages import estimate_message_tokens
+from lookback.query.context.planner import apply_decision, message_kind
+
+from .e2e.harness import REPO_ROOT, node_for_pi1
+from .e2e.npm_install import installed_or_fail
+
+CONTRACT = REPO_ROOT / "tests" / "fixtures" / "contract"
+EXTENSION_DIR = REPO_ROOT / "integrations" / "pi"
+
+
+def cases(name: str) -> list[dict]:
+    found = json.loads((CONTRACT / name).read_text(encoding="utf-8"))["cases"]
+    assert found, f"{name} holds no cases"
+    return found
+
+
+def named(name: str) -> pytest.MarkDecorator:
+    rows = cases(name)
+    return pytest.mark.parametrize("case", rows, ids=[row["name"] for row in rows])
+
+
+@named("message_kinds.json")
+def test_message_kind(case: dict) -> None:
+    assert message_kind(case["message"]) == case["kind"]
+
+
+@named("token_estimates.json")
+def test_token_estimate(case: dict) -> None:
+    assert estimate_message_tokens(case["message"]) == case["tokens"]
+
+
+def test_the_issue_21_case_counts_python_separators_escapes_and_code_points() -> None:
+    """`read {"path": "src/caf\\u00e9.ts", "limit": 10}` is 43 characters: 11 tokens + 1."""
+    call = {"role": "assistant", "content": [
+        {"type": "toolCall", "id": "c1", "name": "read",
+         "arguments": {"path": "src/café.ts", "limit": 10}}]}
+    assert estimate_message_tokens(call) == 4 + 12
+
+
+@named("context_entry_ids.json")
+def test_context_entry_ids(case: dict) -> None:
+    path = [PathEntry(n, entry["id"], entry["type"], entry.get("firstKeptEntryId"), n)
+            for n, entry in enumerate(case["branch"])]
+    assert [entry.entry_id for entry in context_entries(path)] == case["context_ids"]
+
+
+@named("decisions.json")
+def test_decision_applied(case: dict) -> None:
+    messages, evidence = case["messages"], case["evidence"]
+    final = apply_decision(messages, evidence, case["decision"])
+    labels = []
+    for message in final:
+        index = next((n for n, original in enumerate(messages) if original is message), None)
+        if index is not None:
+            labels.append(f"m{index}")
+        else:
+            item = next(e for e in evidence if e["message"] is message)
+            labels.append(f"e:{item['session_id']}:{item['entry_id']}")
+    assert labels == case["final"]
+
+
+def test_the_extension_gives_the_same_answers_node_test() -> None:
+    """The extension's unit tests (`node --test`, Pi's own packages test this way) on a Node
+    that strips TypeScript types (≥ 22.18; Node 22 from npm when the machine's is older)."""
+    folder = installed_or_fail(node_for_pi1, "Node 22")
+    node = str(folder / "node") if folder is not None else "node"
+    done = subprocess.run([node, "--test", "test/*.test.ts"], cwd=EXTENSION_DIR,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "# fail 0" in done.stdout and "# pass 0" not in done.stdout
