@@ -70,8 +70,12 @@ def test_a_read_only_data_directory_still_answers(mount, tmp_path, wal):
     assert expected["status"] == "ok" and expected["evidence"]
     if wal:  # the last writer left its WAL (and shared memory) beside the index
         with ProjectWriter(home, CWD) as writer:
-            writer.connection.execute("UPDATE meta SET value = value WHERE key = 'cwd'")
+            writer.connection.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('probe', 1)")
             defer_checkpoint(writer.connection)
+        wal_file = project_dir(home, CWD).index_path().with_name(
+            project_dir(home, CWD).index_path().name + "-wal")
+        assert wal_file.stat().st_size > 32  # pages only the WAL holds
     folder = project_dir(home, CWD).path
     if not wal:  # as a quiet writer leaves it: no WAL, and no shared memory file either
         for leftover in [*folder.glob("*-wal"), *folder.glob("*-shm")]:
@@ -90,6 +94,28 @@ def test_a_read_only_data_directory_still_answers(mount, tmp_path, wal):
     assert project["state"] == "read-only" and project["entries"] == entries
     text = lookback(home, "status").stdout
     assert "read-only" in text and "damaged" not in text and "--repair" not in text
+
+
+def test_a_wal_without_its_shared_memory_file_is_read_only_not_damaged(mount):
+    """Pages only in the WAL, and no -shm to read it with: retrieval fails open and
+    status says read-only with the reason, never "damaged" or --repair."""
+    home = mount / "home"
+    assert lookback(home, "index", str(SESSION)).returncode == 0
+    with ProjectWriter(home, CWD) as writer:
+        writer.connection.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('probe', 1)")
+        defer_checkpoint(writer.connection)
+    folder = project_dir(home, CWD).path
+    for leftover in folder.glob("*-shm"):
+        leftover.unlink()
+    assert any(wal.stat().st_size > 32 for wal in folder.glob("*-wal"))
+    freeze(mount)
+    answer = ask(home)
+    assert answer["status"] == "disabled"
+    status = lookback(home, "status", "--json")
+    (project,) = json.loads(status.stdout)["projects"]
+    assert project["state"] == "read-only" and "shared-memory" in project["problem"]
+    text = lookback(home, "status").stdout
+    assert "damaged" not in text and "--repair" not in text
 
 
 def test_a_read_only_view_of_a_live_index_follows_its_writer(mount, tmp_path):
