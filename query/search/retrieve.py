@@ -20,7 +20,7 @@ from typing import Any
 import apsw
 
 from lookback.index.store import IndexUnavailable
-from lookback.index.tokens import CHARS_PER_TOKEN, estimate_tokens
+from lookback.index.tokens import CHARS_PER_TOKEN
 from lookback.index.tree import context_entries
 from lookback.query.context.evidence import (
     MAX_EXCERPT_CHARS,
@@ -28,6 +28,7 @@ from lookback.query.context.evidence import (
     evidence_message,
     excerpt,
 )
+from lookback.query.context.messages import estimate_message_tokens
 from lookback.query.privacy.policy import (
     Classification,
     PrivacyPolicy,
@@ -491,6 +492,7 @@ def _build_item(item: Ranked, classification: str,
     quoted = excerpt(row.text or "", first, max_chars)
     text = envelope(session_id=row.session_id, entry_id=row.entry_id, timestamp=row.timestamp,
                     role=row.role, score=item.score, reasons=item.reasons, quoted=quoted)
+    message = evidence_message(text, row.ts_ms)
     return {
         "entry_id": row.entry_id,
         "session_id": row.session_id,
@@ -499,11 +501,13 @@ def _build_item(item: Ranked, classification: str,
         "tier": item.tier,
         "score": item.score,
         "reasons": list(item.reasons),
-        "tokens": estimate_tokens(text),
+        # What the message costs the planner too, so a source fitted to the budget
+        # here is never dropped there for a few tokens of message overhead.
+        "tokens": estimate_message_tokens(message),
         "classification": classification,
         "group_id": f"retrieval:{row.session_id}:{row.entry_id}",
         "excerpt": quoted,
-        "message": evidence_message(text, row.ts_ms),
+        "message": message,
     }
 
 
