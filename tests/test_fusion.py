@@ -1,4 +1,4 @@
-"""Tests for reciprocal-rank fusion of lexical and vector candidates."""
+"""Tests for fusing lexical and vector candidates: strong lexical hits first, then RRF."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from lookback.query.semantic.fusion import Candidate, FusedCandidate, fuse
+from lookback.query.semantic.fusion import STRONG, Candidate, FusedCandidate, fuse
 
 # Entry keys as the engine uses them: (session id, entry id) from the v3 fixture.
 SESSION = "3f5b8f7e-pi-session-v3"
@@ -124,7 +124,7 @@ def test_ties_break_by_timestamp_then_key() -> None:
     [
         ([Candidate(key("x"), "fuzzy", 1.0, 1.0)], [], 60, "unknown tier 'fuzzy'"),
         ([Candidate(key("x"), "other", 1.0, 1.0)] * 2, [], 60, "appears twice"),
-        ([Candidate(key("x"), "other", float("nan"), 1.0)], [], 60, "non-finite score"),
+        ([Candidate(key("x"), "other", float("nan"), 1.0)], [], 60, "non-finite"),
         ([], [(key("x"), float("inf"))], 60, "non-finite similarity"),
         ([], [], 0, "k must be at least 1"),
     ],
@@ -160,3 +160,47 @@ def test_the_best_keyword_match_is_not_pushed_out_by_middling_vector_hits() -> N
     semantic = [(key(f"v{n:03d}"), 0.9 - n / 100) for n in range(24)]
     result = fuse(_weak_matches(1), semantic)
     assert keys(result).index("w000") <= 7
+
+
+def test_vector_finds_never_go_above_a_strong_lexical_hit() -> None:
+    # Two strong keyword hits (they carry much of the question), one weak one, and 24
+    # vector-only finds the vectors love: the strong hits keep the first places of the
+    # tier; the vectors' favourites come before the weak hit only.
+    lexical = [Candidate(key("strong1"), "other", 150.0, 3_000, 0.6),
+               Candidate(key("strong2"), "other", 120.0, 2_000, STRONG),
+               Candidate(key("weak"), "other", 110.0, 1_000, 0.05)]
+    semantic = [(key(f"v{n:02d}"), 0.9 - n / 100) for n in range(24)]
+    result = fuse(lexical, semantic)
+    assert keys(result)[:2] == ["strong1", "strong2"]
+    assert [c.strong for c in result[:3]] == [True, True, False]
+    assert keys(result)[2] == "v00"
+    assert keys(result).index("weak") > 2
+    # Plain RRF (no hit strong) lets the vector finds push both out of the top 5.
+    plain = keys(fuse(lexical, semantic, strong=2.0))
+    assert plain.index("strong1") >= 5 and plain.index("strong2") >= 5
+
+
+def test_among_strong_hits_vector_agreement_counts_as_much_as_a_lexical_rank() -> None:
+    lexical = [Candidate(key("first"), "other", 150.0, 3_000, 0.5),
+               Candidate(key("second"), "other", 140.0, 2_000, 0.5)]
+    result = fuse(lexical, [(key("second"), 0.6), (key("new"), 0.9)])
+    # second: 1/(5+2) + 1/(5+2) beats first: 1/(5+1); the vector-only find stays below.
+    assert keys(result) == ["second", "first", "new"]
+    assert result[0].fused == pytest.approx(2 / 7)
+    assert result[2].fused == pytest.approx(2 / 6) and result[2].vector_only
+
+
+def test_a_strong_hit_leaves_the_top_5_only_for_other_strong_hits() -> None:
+    lexical = [Candidate(key(f"s{n}"), "other", 200.0 - n, 9_000 - n, 0.4) for n in range(7)]
+    lexical.append(Candidate(key("weak"), "other", 100.0, 1_000, 0.1))
+    semantic = [(key("s6"), 0.9), (key("weak"), 0.85)] + [(key(f"v{n}"), 0.8) for n in range(9)]
+    result = fuse(lexical, semantic)
+    top5 = result[:5]
+    assert all(c.strong for c in top5)
+    assert keys(result).index("s6") < 5  # lifted by the vectors, among strong hits
+    assert keys(result)[7:9] == ["weak", "v0"]
+
+
+def test_a_non_finite_strength_gets_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="non-finite"):
+        fuse([Candidate(key("x"), "other", 1.0, 1.0, float("nan"))], [])

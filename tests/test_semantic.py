@@ -35,6 +35,7 @@ SESSION = "ffae836b-9420-4060-ac13-7745215f90ff"
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "semantic_golden.json").read_text())
 TUNING = json.loads((Path(__file__).parent / "fixtures" / "semantic_tuning.json").read_text())
 HELDOUT = json.loads((Path(__file__).parent / "fixtures" / "semantic_heldout.json").read_text())
+QUESTIONS = json.loads((Path(__file__).parent / "fixtures" / "semantic_questions.json").read_text())
 
 #: Hybrid hits@5 each embedder must reach: (golden, of 12; tuning, of 28; held-out, of 20).
 #: Measured (docs/semantic.md): hashing 4, 10 and 3; minilm-onnx 11, 22 and 13 (23 on the
@@ -172,6 +173,51 @@ def test_paraphrase_recall_at_5_hybrid_beats_lexical(indexed_fixture: IndexedFix
     print(f"\n{name}: hybrid hits@5 golden {found[0]}/12, tuning {found[1]}/28, "
           f"held-out {found[2]}/20")
     assert all(hits >= least for hits, least in zip(found, MIN_HYBRID_HITS[name], strict=True))
+
+
+def test_vector_finds_never_displace_a_strong_lexical_hit(home: Path, monkeypatch) -> None:
+    # Every question of every paraphrase set, on the real fixture: what fusion was given
+    # and what it returned. A strong lexical hit (lexical_strength >= STRONG) is never
+    # below a candidate that is not one, so one of the lexical top 5 keeps its top-5 place
+    # unless only literal hits and other strong lexical hits are above it.
+    from lookback.query.semantic import hybrid
+    from lookback.query.semantic.fusion import STRONG, fuse
+
+    calls = []
+
+    def spy(lexical, semantic, **options):
+        fused = fuse(lexical, semantic, **options)
+        calls.append((lexical, semantic, fused))
+        return fused
+
+    monkeypatch.setattr(hybrid, "fuse", spy)
+    _index(home)
+    ask = _asker(home)
+    questions = [case["question"] for cases in (*RECALL_SETS.values(), QUESTIONS["tuning"],
+                                                QUESTIONS["heldout"]) for case in cases]
+    for question in questions:
+        ask(question)
+    assert len(calls) == len(questions)
+    kept = rescued = 0
+    for lexical, semantic, fused in calls:
+        others = sorted((c for c in lexical if c.tier == "other"),
+                        key=lambda c: (-c.score, -c.timestamp, c.key))
+        strong = {c.key for c in others if c.strength >= STRONG}
+        order = [c.key for c in fused]
+        flags = [c.strong for c in fused if c.tier == "other"]
+        assert flags == sorted(flags, reverse=True)  # strong hits lead the tier
+        assert {c.key for c in fused if c.strong} == strong
+        for candidate in others[:5]:
+            if candidate.key not in strong:
+                continue
+            place = order.index(candidate.key)
+            above = fused[:place]
+            assert place < 5 or all(c.tier != "other" or c.strong for c in above)
+            kept += place < 5
+            # Plain RRF (the fusion before) would have let vector finds push it out.
+            plain = [c.key for c in fuse(lexical, semantic, strong=2.0)]
+            rescued += place < 5 <= plain.index(candidate.key)
+    assert kept > 0 and rescued > 0, (kept, rescued)
 
 
 def test_exact_hits_keep_their_tiers_and_places(home: Path) -> None:

@@ -163,14 +163,16 @@ class Retriever:
             diagnostics.warn(f"FTS search failed: {type(error).__name__}")
             merged = merge_rows(rows, fts_rows)
         diagnostics.candidates = len(merged)
+        rarity = term_rarity(connection, searched)
         ranked = verify_and_rank(merged, searched, allowed.ids, len(fts_rows), diagnostics,
-                                 rarity=term_rarity(connection, searched),
+                                 rarity=rarity,
                                  when=times_of(request.message, request.message_time_ms))
         if request.semantic and request.message is not None:
             ranked = add_semantic(connection, str(path), session_id, scope, request.message,
                                   ranked, embedder_name=self.embedder,
                                   cache=self.reader.vectors,
-                                  max_results=request.max_results, diagnostics=diagnostics)
+                                  max_results=request.max_results, diagnostics=diagnostics,
+                                  rarity=rarity)
         unique = deduplicate(ranked, diagnostics)
         evidence, excluded = self._evidence(unique, request, connection, str(path),
                                             diagnostics)

@@ -15,7 +15,8 @@ the request says ``semantic: true``. What it does, and why it is safe:
    lengths are the chunks' weights, ``index.chunking`` rule 5): the mean of its
    two best chunks, less a little per chunk (:func:`entry_scores`).
 4. Fuses with :func:`query.semantic.fusion.fuse`: exact identifier and phrase hits keep
-   their tiers and places; vectors only add and reorder ``other`` candidates.
+   their tiers and places; in ``other``, strong lexical hits (:func:`lexical_strength`)
+   come first and vectors add candidates below them.
    The token budget and privacy policy apply later, to the fused list.
 
 Any problem -- no embeddings table, an embedding set that is missing, partial
@@ -28,6 +29,7 @@ Nothing here logs or reports request or entry text.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -64,6 +66,8 @@ DEFAULT_TIMEOUT_MS = 250.0
 QUERY_MEMO = 256
 #: Only the start of a very long message is embedded (MiniLM reads 256 word pieces).
 MAX_QUERY_CHARS = 2000
+#: An entry of this many tokens needs twice the matched rarity to be a strong hit.
+STRENGTH_TOKENS = 1000
 
 
 class SemanticFallback(Exception):
@@ -82,12 +86,15 @@ class SessionVectors:
 def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, scope: Scope,
                  message: str, ranked: list[Ranked], *, embedder_name: str, cache: Any,
                  max_results: int, diagnostics: Diagnostics,
-                 timeout_ms: float | None = None) -> list[Ranked]:
+                 timeout_ms: float | None = None,
+                 rarity: Mapping[Any, float] | None = None) -> list[Ranked]:
     """``ranked`` with vector candidates fused in, or unchanged plus a warning.
 
     ``scope`` is the request's allowed scope in ``session_id`` (its ``rowids``, or
     the whole session when None); only its eligible entries can become candidates.
-    ``timeout_ms`` defaults to ``DEFAULT_TIMEOUT_MS``.
+    ``timeout_ms`` defaults to ``DEFAULT_TIMEOUT_MS``. ``rarity`` is each searched
+    term's rarity in the index (``retrieve.term_rarity``); without it no lexical hit
+    counts as strong.
     """
     started = time.perf_counter()
     counts: dict[str, Any] = {"embedder": embedder_name, "used": False}
@@ -109,8 +116,9 @@ def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, 
         diagnostics.warn(f"semantic: {reason}; lexical results only")
         counts["ms"] = _elapsed_ms(started)
         return ranked
-    fused = _fuse(ranked, hits, extra)
-    counts.update(used=True, added=len(fused) - len(ranked), ms=_elapsed_ms(started))
+    fused, strong = _fuse(ranked, hits, extra, rarity or {})
+    counts.update(used=True, added=len(fused) - len(ranked), strong_lexical=strong,
+                  ms=_elapsed_ms(started))
     return fused
 
 
@@ -267,13 +275,33 @@ def _embedder(name: str) -> tuple[EmbeddingPort, float | None]:
                                ) from None
 
 
-def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]],
-          extra: dict[int, Row]) -> list[Ranked]:
-    """Lexical items in their tiers, vector candidates fused into ``other``."""
+def lexical_strength(item: Ranked, rarity: Mapping[Any, float]) -> float:
+    """How much of the question a lexical candidate's verified matches carry (0..1): the
+    share of the searched terms' rarity (``retrieve.term_rarity``) its distinct matched
+    terms hold, times ``STRENGTH_TOKENS / (STRENGTH_TOKENS + tokens)``.
+
+    Why rarity: a match on the speaker's name or the project's own vocabulary says little,
+    the rare word that carries the question says much. Why the length discount: a long
+    entry matches many of a question's words by chance (on the fixture, the 50 KB plan
+    document and whole-file reads held 45-72% of many paraphrases' rarity).
+    """
+    weights = {term.text: weight for term, weight in rarity.items()}
+    mass = sum(weights.values())
+    if mass <= 0:
+        return 0.0
+    matched = sum(weights.get(text, 0.0) for text in {m.term.text for m in item.matches})
+    return matched / mass * STRENGTH_TOKENS / (STRENGTH_TOKENS + max(0, item.row.tokens))
+
+
+def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]], extra: dict[int, Row],
+          rarity: Mapping[Any, float]) -> tuple[list[Ranked], int]:
+    """Lexical items in their tiers, vector candidates fused into ``other``; and how many
+    lexical hits were strong."""
     by_key: dict[CandidateKey, Ranked] = {(item.row.session_id, item.row.entry_id): item
                                           for item in ranked}
     by_rowid = {item.row.rowid: item for item in ranked}
-    lexical = [Candidate(key, item.tier, item.score, float(item.row.ts_ms or 0))  # type: ignore[arg-type]
+    lexical = [Candidate(key, item.tier, item.score, float(item.row.ts_ms or 0),  # type: ignore[arg-type]
+                         round(lexical_strength(item, rarity), 4))
                for key, item in by_key.items()]
     semantic: list[tuple[CandidateKey, float]] = []
     for rowid, similarity in hits:
@@ -285,7 +313,8 @@ def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]],
         else:
             continue
         semantic.append(((row.session_id, row.entry_id), similarity))
-    return [by_key[candidate.key] for candidate in fuse(lexical, semantic)]
+    fused = fuse(lexical, semantic)
+    return [by_key[candidate.key] for candidate in fused], sum(c.strong for c in fused)
 
 
 def _vector_only(row: Row, similarity: float) -> Ranked:
