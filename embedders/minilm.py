@@ -24,8 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable
-from lookback.embedders.word_pieces import WINDOW_CHUNK_CHARS, embed_word_pieces, pad_token_ids
+from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable, check_texts
+from lookback.embedders.word_pieces import (
+    WINDOW_CHUNK_CHARS,
+    embed_word_pieces,
+    pad_token_ids,
+    token_ids,
+)
 
 #: Embeddings per forward batch; bounds the attention matrices' memory.
 BATCH_SIZE = 16
@@ -194,6 +199,10 @@ class MiniLMEmbedder(EmbeddingPort):
         """Embed ``texts`` into L2-normalised float32 rows (zero rows for blank text)."""
         return embed_word_pieces(texts, self.dimensions, self._tokenizer, _length_batches,
                                  self._forward)
+
+    def word_pieces(self, texts: Sequence[str]) -> list[list[int]]:
+        """The word-piece ids the encoder reads for each text (after truncation)."""
+        return token_ids(self._tokenizer, check_texts(texts))
 
     def _forward(self, token_ids: list[list[int]]) -> np.ndarray:
         """Mean-pooled last hidden states for one batch of token id lists."""

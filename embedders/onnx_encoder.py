@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 
 from lookback.embedders.onnx_graph import BertGraph, BertShape, bert_graph
-from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable
+from lookback.embedders.port import EmbeddingPort, EmbeddingUnavailable, check_texts
 from lookback.embedders.word_pieces import (
     WINDOW_CHUNK_CHARS,
     WordPieceTokenizer,
     embed_word_pieces,
     pad_token_ids,
+    token_ids,
 )
 
 #: Texts per forward batch, grouped by length. Small batches waste little on padding:
@@ -174,6 +175,10 @@ class OnnxEmbedder(EmbeddingPort):
         """Embed ``texts`` into L2-normalised float32 rows (zero rows for blank text)."""
         return embed_word_pieces(texts, self.dimensions, self._tokenizer, length_sorted_batches,
                                  self._forward)
+
+    def word_pieces(self, texts: Sequence[str]) -> list[list[int]]:
+        """The word-piece ids the encoder reads for each text (after truncation)."""
+        return token_ids(self._tokenizer, check_texts(texts))
 
     def _encoder_inputs(self, ids: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
         return {"input_ids": ids, "attention_mask": mask}

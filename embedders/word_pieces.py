@@ -60,12 +60,18 @@ def embed_word_pieces(
     wanted = [index for index, text in enumerate(items) if text.strip()]
     if not wanted:
         return matrix
-    encodings = tokenizer.encode_batch([items[i][:MAX_TOKENIZER_CHARS] for i in wanted])
-    token_ids = [encoding.ids for encoding in encodings]
-    for batch in batches([len(ids) for ids in token_ids]):
+    pieces = token_ids(tokenizer, [items[i] for i in wanted])
+    for batch in batches([len(ids) for ids in pieces]):
         matrix[[wanted[position] for position in batch]] = forward(
-            [token_ids[position] for position in batch])
+            [pieces[position] for position in batch])
     return normalize_rows(matrix)
+
+
+def token_ids(tokenizer: WordPieceTokenizer, texts: list[str]) -> list[list[int]]:
+    """The word-piece ids an encoder reads for each text (its first
+    ``MAX_TOKENIZER_CHARS`` characters, then the tokenizer's own truncation)."""
+    return [pieces.ids for pieces in tokenizer.encode_batch(
+        [text[:MAX_TOKENIZER_CHARS] for text in texts])]
 
 
 def pad_token_ids(token_ids: list[list[int]], mask_dtype: type,
