@@ -28,9 +28,10 @@ consulted, so the same message and ``now`` always give the same intervals.
 from __future__ import annotations
 
 import calendar
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import regex as re
 
@@ -72,7 +73,7 @@ _UNITS = {"day": "day", "days": "day", "week": "week", "weeks": "week", "month":
           "fine settimana": "weekend"}
 
 
-def _alternation(words: object) -> str:
+def _alternation(words: Iterable[object]) -> str:
     return "|".join(sorted((re.escape(str(w)).replace(r"\ ", r"\s+") for w in words),
                            key=len, reverse=True))
 
@@ -279,7 +280,7 @@ def _within_last(match: re.Match[str], now: datetime) -> Resolved:
     return _day(now - _unit_delta(unit, count)), _day(now) + DAY
 
 
-def _unit_offset(match: re.Match[str], now: datetime) -> Resolved:
+def _unit_offset(match: re.Match[str] | _Groups, now: datetime) -> Resolved:
     """Last / this / next week, weekend, month or year, as calendar units."""
     groups = match.groupdict()
     unit = _UNITS[" ".join(groups["unit"].lower().split())]
@@ -307,7 +308,7 @@ def _unit_offset(match: re.Match[str], now: datetime) -> Resolved:
                                                                  tzinfo=UTC)
 
 
-def _weekday(match: re.Match[str], now: datetime) -> Resolved:
+def _weekday(match: re.Match[str] | _Groups, now: datetime) -> Resolved:
     """Last / on Monday: the latest such day before today (today, for "on")."""
     groups = match.groupdict()
     target = _WEEKDAYS[groups["weekday"].lower()]
@@ -396,7 +397,7 @@ class _Groups:
     def __init__(self, match: re.Match[str], extra: dict[str, str | None]) -> None:
         self._groups = {**match.groupdict(), **extra}
 
-    def groupdict(self) -> dict[str, str | None]:
+    def groupdict(self) -> dict[str, Any]:
         return self._groups
 
     def group(self, name: str) -> str | None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import regex
 
@@ -224,6 +225,13 @@ class _Found:
     position: int
 
 
+class _Spans(Protocol):
+    """What a pass scans with: a compiled pattern, or anything whose ``finditer`` yields
+    objects with ``start()`` and ``end()`` (the date words)."""
+
+    def finditer(self, string: str, /) -> Iterator[Any]: ...
+
+
 class _Scanner:
     """The message being scanned; passes take spans and blank them for later passes."""
 
@@ -234,8 +242,8 @@ class _Scanner:
 
     def take(
         self,
-        pattern: regex.Pattern[str],
-        classify: Callable[[regex.Match[str]], list[tuple[str, str]] | None],
+        pattern: _Spans,
+        classify: Callable[[Any], list[tuple[str, str]] | None],
     ) -> None:
         """Run ``pattern``; each match that ``classify`` accepts is recorded and blanked.
 
@@ -459,7 +467,7 @@ def _word(match: regex.Match[str]) -> list[tuple[str, str]]:
 #: at least one for the pattern to match at all (None: no such cheap test). The test
 #: is ``in`` (C speed); blanking only removes characters, so a pass skipped because
 #: its substrings are gone could not have matched.
-_PASSES: tuple[tuple[regex.Pattern[str], Callable, tuple[str, ...] | None], ...] = (
+_PASSES: tuple[tuple[_Spans, Callable, tuple[str, ...] | None], ...] = (
     (_BACKTICKED, _backticked, ("`",)),
     (_QUOTED, _quoted, ('"', "“", "„", "«", "‹", "「", "『", "‘", "'")),
     (_URL, _url, ("://",)),
