@@ -43,11 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if list(sys.argv[1:] if argv is None else argv) == ["hook", "claude-code"]:
-        # Runs before every Claude Code prompt: skip importing every other command.
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments in (["hook", "claude-code"], ["hook", "codex"]):
+        # Runs before every prompt of the agent: skip importing every other command.
         from lookback.commands import hook
 
-        return hook.run(argparse.Namespace(home=None, config=None))
+        return hook.run(argparse.Namespace(home=None, config=None, agent=arguments[1]))
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):

@@ -48,9 +48,11 @@ def session_copy(tmp_path: Path):
 @pytest.fixture(autouse=True)
 def no_real_claude_code_sessions(monkeypatch: pytest.MonkeyPatch,
                                  tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Claude Code's default folder (~/.claude/projects) is read when it exists; a test (and
-    every process it starts) must never read the machine's real sessions."""
+    """Claude Code's and Codex's default folders (~/.claude/projects, ~/.codex/sessions) are
+    read when they exist; a test (and every process it starts) must never read the machine's
+    real sessions, nor write the machine's Codex configuration."""
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-claude"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path_factory.getbasetemp() / "no-codex"))
 
 
 TESTS = Path(__file__).resolve().parent

@@ -177,7 +177,7 @@ def test_search_chooses_its_scope(run):
 def test_no_pi_sessions_yet_is_not_an_error(run, tmp_path, monkeypatch):
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "no-agent-here"))
     code, out, err = run("index")
-    assert code == 0 and "no Pi or Claude Code sessions yet" in out and not err
+    assert code == 0 and "no Pi, Claude Code or Codex sessions yet" in out and not err
     code, out, _ = run("status")
     assert code == 0 and "no projects indexed yet" in out
 
@@ -195,7 +195,7 @@ def test_claude_codes_folder_is_read_by_default_beside_pis(run, tmp_path, monkey
     assert CWD in out
     monkeypatch.setenv("LOOKBACK_CLAUDE_CODE__READ_BY_DEFAULT", "false")
     code, out, _ = run("index")
-    assert code == 0 and "no Pi or Claude Code sessions yet" in out
+    assert code == 0 and "no Pi, Claude Code or Codex sessions yet" in out
 
 
 def test_status_says_when_an_index_needs_a_rebuild(run, home):

@@ -252,6 +252,10 @@ def test_the_removed_turns_come_back_and_the_live_ones_never(indexed):
     assert ask("**Thinking** reasoning")["evidence"] == []
     assert not {i["entry_id"] for i in ask("FAKE-SUMMARY-8 zebra-quartz")["evidence"]} & {
         item(MAIN, "FAKE-SUMMARY-8", "assistant")["id"]}
+    reply = item(MAIN, "Fake reply 2", "assistant")["id"]
+    quoted = retrieve({"session_file": str(MAIN), "message": "What did we decide in DEC-TOML-7?",
+                       "quoted_ids": [reply]}, settings=settings, reader=reader)
+    assert reply not in {i["entry_id"] for i in quoted["evidence"]}  # quoted before: never again
     forked = ask("What did we decide in DEC-TOML-7?", FORK)
     assert forked["status"] == "ok"
     assert {i["session_id"] for i in forked["evidence"]} == {FORK_ID}

@@ -58,6 +58,9 @@ class RetrievalRequest:
     #: When the message was written (epoch ms): "yesterday" or "last year" in it are
     #: resolved against this. None: the time of the call.
     message_time_ms: int | None = None
+    #: Entries the client already quoted into the model's context as evidence, which its
+    #: agent keeps re-sending (Codex keeps hook output until a compaction): never again.
+    quoted_ids: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ def parse_request(data: Any, defaults: dict[str, Any] | None = None) -> Retrieva
             *MAX_TOKENS_RANGE),
         semantic=_optional_bool(data, "semantic", bool(defaults.get("semantic", False))),
         message_time_ms=message_time(data),
+        quoted_ids=optional_ids(data, "quoted_ids"),
     )
     plan = data.get("plan")
     if plan is None:

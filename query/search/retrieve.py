@@ -194,7 +194,7 @@ class Retriever:
             raise NotIndexed("session has no entries")
         branch = self.reader.branch(connection, path, session_id, leaf, epoch)
         key = ("allowed", str(path), session_id, leaf, epoch,
-               request.branch_ids, request.context_ids)
+               request.branch_ids, request.context_ids, request.quoted_ids)
         cached = self.reader.scopes.get(key)
         if cached is not None:
             return cached  # type: ignore[return-value]
@@ -205,6 +205,8 @@ class Retriever:
             context_ids = set(request.context_ids)
         else:
             context_ids = {e.entry_id for e in context_entries(branch)}
+        if request.quoted_ids:  # quoted earlier and still re-sent: in context, in effect
+            context_ids |= set(request.quoted_ids)
         # Only message-like rows may come back; summaries are indexed but never evidence.
         on_branch = [e for e in branch if e.entry_id not in context_ids
                      and e.type not in INELIGIBLE_WITH_TEXT]

@@ -1,0 +1,133 @@
+"""Codex's configuration, as `lookback install codex` writes it and `lookback doctor` reads it.
+
+Codex reads hooks from ``$CODEX_HOME/hooks.json`` (``CODEX_HOME`` defaults to ``~/.codex``) and
+runs a hook only when ``config.toml`` trusts it: a table
+``[hooks.state."<hooks.json path>:<snake event>:<group>:<handler>"]`` whose ``trusted_hash`` is
+the hash of the hook's definition (docs/codex-session-format.md, "Hooks"); ``codex exec``
+skips an untrusted hook without a word. This module computes keys and hashes as Codex does and
+edits ``config.toml`` as text — only the one trust table, validated with ``tomllib`` before it
+is written — so the rest of the user's file stays as they wrote it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from lookback.errors import UserError
+
+#: The events whose hash never includes a matcher (Codex ignores theirs).
+_NO_MATCHER = frozenset({"UserPromptSubmit", "Stop"})
+#: The events with an ``additionalContextLimit`` (part of the hash when set and not 2500).
+_LIMIT_EVENTS = frozenset({"PreToolUse", "PostToolUse", "SessionStart", "UserPromptSubmit",
+                           "SubagentStart"})
+DEFAULT_TIMEOUT_SECONDS = 600
+DEFAULT_CONTEXT_LIMIT = 2500
+
+
+def codex_home(environ: dict[str, str] | None = None) -> Path:
+    environ = dict(os.environ) if environ is None else environ
+    return Path(environ.get("CODEX_HOME") or "~/.codex").expanduser()
+
+
+def snake(event: str) -> str:
+    """``UserPromptSubmit`` -> ``user_prompt_submit`` (the event's label in trust keys)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()
+
+
+def hook_key(hooks_file: Path, event: str, group: int, handler: int) -> str:
+    return f"{Path(hooks_file).absolute()}:{snake(event)}:{group}:{handler}"
+
+
+def hook_hash(event: str, handler: dict[str, Any], matcher: str | None = None) -> str:
+    """``sha256:<hex>`` of a command handler as Codex 0.171 hashes it for trust: the
+    key-sorted compact JSON of its normalized definition."""
+    timeout = handler.get("timeout") or DEFAULT_TIMEOUT_SECONDS
+    if event == "SessionEnd":
+        timeout = min(max(handler.get("timeout") or 1, 1), 3)
+    normalized: dict[str, Any] = {"type": "command", "command": handler["command"],
+                                  "timeout": max(int(timeout), 1),
+                                  "async": bool(handler.get("async", False))}
+    if handler.get("statusMessage") is not None:
+        normalized["statusMessage"] = handler["statusMessage"]
+    limit = handler.get("additionalContextLimit")
+    if limit is not None and limit != DEFAULT_CONTEXT_LIMIT and event in _LIMIT_EVENTS:
+        normalized["additionalContextLimit"] = limit
+    identity: dict[str, Any] = {"event_name": snake(event), "hooks": [normalized]}
+    if event not in _NO_MATCHER and matcher is not None:
+        identity["matcher"] = matcher
+    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file ({} when absent); UserError when it is not one."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UserError(f"{path}: not readable JSON ({error}); fix or move it first") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a JSON object; fix or move it first")
+    return data
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """``config.toml`` parsed ({} when absent); UserError when it is not TOML."""
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise UserError(f"{path}: not readable TOML ({error}); fix or move it first") from None
+
+
+def trusted_hashes(config: dict[str, Any]) -> dict[str, str]:
+    """Trust key -> ``trusted_hash`` of a parsed ``config.toml``."""
+    hooks = config.get("hooks")
+    state = hooks.get("state") if isinstance(hooks, dict) else None
+    if not isinstance(state, dict):
+        return {}
+    return {key: value["trusted_hash"] for key, value in state.items()
+            if isinstance(value, dict) and isinstance(value.get("trusted_hash"), str)}
+
+
+def with_trust(text: str, key: str, trusted_hash: str) -> str:
+    """``config.toml``'s text with ``[hooks.state."<key>"] trusted_hash = …`` set: the table's
+    line replaced when it is there, else the table appended. UserError when the result would
+    not be valid TOML (say, ``hooks`` written as an inline table)."""
+    header = f"[hooks.state.{json.dumps(key, ensure_ascii=False)}]"
+    line = f"trusted_hash = {json.dumps(trusted_hash)}"
+    lines = text.splitlines()
+    if header in (stripped := [raw.strip() for raw in lines]):
+        start = stripped.index(header) + 1
+        end = next((i for i in range(start, len(lines)) if stripped[i].startswith("[")),
+                   len(lines))
+        body = [raw for raw in lines[start:end] if not raw.strip().startswith("trusted_hash")]
+        lines[start:end] = [line, *body]
+        updated = "\n".join(lines) + "\n"
+    else:
+        updated = text + ("" if not text or text.endswith("\n") else "\n") + \
+            f"\n{header}\n{line}\n"
+    try:
+        parsed = tomllib.loads(updated)
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"config.toml: cannot add the hook's trust entry ({error}); add "
+                        f"{header} {line} by hand") from None
+    if trusted_hashes(parsed).get(key) != trusted_hash:
+        raise UserError(f"config.toml: the hook's trust entry did not take; add {header} "
+                        f"{line} by hand")
+    return updated
+
+
+def write_atomically(target: Path, text: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.lookback-{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(target)  # a reader never sees half a file

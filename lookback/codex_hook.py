@@ -1,0 +1,160 @@
+"""The Codex ``UserPromptSubmit`` hook: ask the reader, hand back evidence not yet quoted.
+
+Codex runs the hook once per turn with the hook input as JSON on stdin (``session_id``,
+``turn_id``, ``transcript_path`` — the rollout —, ``cwd``, ``prompt``). This module posts
+``{session_file, message, provider, max_retrieved_history_tokens, quoted_ids}`` to
+``POST /v1/retrieve`` of ``lookback serve`` and prints the evidence envelopes as the hook's
+``additionalContext``: whole envelopes, within Codex's limit (2,500 tokens, counted as 4 bytes
+a token; Codex cuts a longer context in the middle).
+
+Codex keeps each hook output in the thread (a developer message, persisted in the rollout as
+``hooks.additional_context``) and re-sends it with every later request until a compaction drops
+it. So before asking, the hook reads the rollout itself: the Lookback envelopes persisted after
+the last ``compacted`` line name the entries already quoted (``quoted_ids``: the reader never
+returns them again) and how much the hook's evidence already adds to every request; what it
+adds now keeps the thread's total within ``--thread-tokens``.
+
+Fail-open, cost and the plain-script start are the Claude Code hook's (``lookback.hook_client``):
+a missing, slow or wrong reader or bad input prints nothing and exits 0, and
+``lookback install codex`` writes a ``python -S -I`` command. bench/bench_codex_hook.py
+measures it.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import sys
+import time
+
+if __package__:
+    from lookback import hook_client
+else:  # a plain script under ``python -S -I``: the shared part is the file beside it
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+    import hook_client  # type: ignore[no-redef]
+
+EVENT = "UserPromptSubmit"
+DEFAULT_PROVIDER = "openai"
+#: Codex 0.171's default additionalContext limit, in its tokens (4 bytes each).
+MAX_CONTEXT_TOKENS = 2_500
+BYTES_PER_TOKEN = 4
+#: What the hook's evidence may add up to in a thread until a compaction drops it.
+DEFAULT_THREAD_TOKENS = 10_000
+#: Less room than this left in the thread: ask nothing (no envelope would fit).
+MIN_ROOM_TOKENS = 100
+#: How Codex marks a hook's output in the rollout, and the last compaction's line.
+HOOK_CONTEXT_KIND = b"hooks.additional_context"
+COMPACTED = b'"type":"compacted"'
+SOURCE_LINE = "Source entry: "
+SESSION_PART = " (session "
+
+
+def quoted_so_far(rollout: str) -> tuple[set[str], int]:
+    """(entry ids Lookback's envelopes quote, their bytes) among the hook contexts in the
+    rollout after its last ``compacted`` line: what the model is still being sent."""
+    with open(rollout, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return set(), 0
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            start = _last_compaction(data)
+            quoted: set[str] = set()
+            used = 0
+            found = data.find(HOOK_CONTEXT_KIND, start)
+            while found >= 0:
+                begin = data.rfind(b"\n", 0, found) + 1
+                end = data.find(b"\n", found)
+                end = len(data) if end < 0 else end
+                for text in _hook_texts(data[begin:end]):
+                    ids = _sources(text)
+                    if ids:  # one of ours (another hook's output is not counted)
+                        quoted.update(ids)
+                        used += len(text.encode("utf-8"))
+                found = data.find(HOOK_CONTEXT_KIND, end)
+    return quoted, used
+
+
+def _last_compaction(data: mmap.mmap) -> int:
+    """Offset of the last line whose own type is ``compacted`` (0: none)."""
+    end = len(data)
+    while (found := data.rfind(COMPACTED, 0, end)) >= 0:
+        begin = data.rfind(b"\n", 0, found) + 1
+        if data[begin:found].count(b"{") == 1:  # the line's own type, not a nested one
+            return begin
+        end = found
+    return 0
+
+
+def _hook_texts(line: bytes) -> list[str]:
+    try:
+        obj = json.loads(line)
+        payload = obj["payload"]
+        kinds = payload["internal_chat_message_metadata_passthrough"]["content_item_kinds"]
+        parts = payload["content"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    if obj.get("type") != "response_item" or not isinstance(parts, list) \
+            or not isinstance(kinds, list):
+        return []
+    return [part["text"] for part, kind in zip(parts, kinds, strict=False)
+            if kind == "hooks.additional_context" and isinstance(part, dict)
+            and isinstance(part.get("text"), str)]
+
+
+def _sources(text: str) -> set[str]:
+    """The entry ids an evidence text's envelopes name (``Source entry: <id> (session …)``)."""
+    ids = set()
+    for line in text.split("\n"):
+        if line.startswith(SOURCE_LINE) and SESSION_PART in line:
+            ids.add(line[len(SOURCE_LINE):].rsplit(SESSION_PART, 1)[0])
+    return ids
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
+             token: str | None = None, max_tokens: int = MAX_CONTEXT_TOKENS,
+             thread_tokens: int = DEFAULT_THREAD_TOKENS) -> str | None:
+    """The hook's stdout for one input, or None to print nothing. Never raises."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    try:
+        prompt, rollout = hook_client.prompt_and_transcript(json.loads(stdin), EVENT)
+        quoted, used = quoted_so_far(rollout)
+        room = min(max_tokens, MAX_CONTEXT_TOKENS, thread_tokens - used // BYTES_PER_TOKEN)
+        if room < MIN_ROOM_TOKENS:
+            return None  # the thread already carries all the evidence it may
+        body = {"session_file": rollout, "message": prompt, "provider": provider,
+                "max_retrieved_history_tokens": room, "quoted_ids": sorted(quoted)}
+        response = hook_client.post_json(url, "/v1/retrieve", body, deadline=deadline,
+                                         token=token)
+        fresh = [text for text in hook_client.envelopes(response)
+                 if not _sources(text) & quoted]
+        context = hook_client.whole_envelopes(fresh, room * BYTES_PER_TOKEN, _bytes)
+        return hook_client.hook_output(EVENT, context) if context else None
+    except Exception:  # fail-open: whatever went wrong, Codex goes on unchanged
+        return None
+
+
+DEFAULTS = {"url": hook_client.DEFAULT_URL, "provider": DEFAULT_PROVIDER,
+            "timeout-ms": str(hook_client.DEFAULT_TIMEOUT_MS),
+            "max-tokens": str(MAX_CONTEXT_TOKENS), "thread-tokens": str(DEFAULT_THREAD_TOKENS)}
+
+
+def _run(stdin: bytes, options: dict[str, str]) -> str | None:
+    return run_hook(stdin, url=options["url"], provider=options["provider"],
+                    timeout_ms=float(options["timeout-ms"]),
+                    token=os.environ.get("LOOKBACK_TOKEN"),
+                    max_tokens=int(options["max-tokens"]),
+                    thread_tokens=int(options["thread-tokens"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -S -I codex_hook.py [--url U] [--provider P] [--timeout-ms T]
+    [--max-tokens N] [--thread-tokens M]``; always exits 0."""
+    return hook_client.main(_run, DEFAULTS, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""The Codex hook (lookback/codex_hook.py), its CLI command and its installer, against a live
+reader serving the recorded Codex rollouts — evidence never quoted twice per compaction window,
+the thread's total bounded — and fail-open against broken readers."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lookback import codex_config, codex_hook
+from lookback.cli import main
+from lookback.commands.install import codex_hook_command
+from lookback.query.context.evidence import FOOTER, HEADER
+from tests.server.conftest import settings_for, start_server, stop_server
+from tests.support import index_paths
+from tests.test_claude_hook import calls, fake_reader
+from tests.test_codex import CWD, MAIN, MAIN_ID, SESSIONS, item, lines_of
+
+PROMPT = "What did we decide about the config format, DEC-TOML-7?"
+
+
+def hook_input(prompt: str = PROMPT, transcript: Path = MAIN, **extra: Any) -> bytes:
+    return json.dumps({"session_id": MAIN_ID, "turn_id": "t", "transcript_path": str(transcript),
+                       "cwd": CWD, "model": "fake-model", "permission_mode": "bypassPermissions",
+                       "hook_event_name": "UserPromptSubmit", "prompt": prompt,
+                       **extra}).encode()
+
+
+@pytest.fixture
+def rollout(tmp_path: Path) -> Path:
+    """A writable copy of the recorded sessions folder; the main rollout in it."""
+    shutil.copytree(SESSIONS, tmp_path / "sessions")
+    return tmp_path / "sessions" / MAIN.relative_to(SESSIONS)
+
+
+@pytest.fixture
+def reader_url(home: Path, rollout: Path) -> Iterator[str]:
+    """A live reader (`lookback serve` in-process) over the copied Codex sessions; it indexes
+    the rollout's new lines before answering (embedded freshness)."""
+    index_paths(home, rollout.parent)
+    server, thread = start_server(settings_for(home))
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    stop_server(server, thread)
+
+
+def run(stdin: bytes, url: str, **options: Any) -> str | None:
+    return codex_hook.run_hook(stdin, url=url, provider=options.pop("provider", "openai"),
+                               timeout_ms=options.pop("timeout_ms", 5000), **options)
+
+
+def context_of(output: str | None) -> str:
+    assert output is not None
+    payload = json.loads(output)["hookSpecificOutput"]
+    assert payload["hookEventName"] == "UserPromptSubmit"
+    return payload["additionalContext"]
+
+
+def persist(rollout: Path, context: str) -> None:
+    """What Codex does with a hook's output: a developer message in the rollout."""
+    line = {"timestamp": "2026-12-01T19:00:00.000Z", "type": "response_item", "payload": {
+        "type": "message", "id": f"msg_hook_{time.monotonic_ns()}", "role": "developer",
+        "content": [{"type": "input_text", "text": context}],
+        "internal_chat_message_metadata_passthrough": {
+            "content_item_kinds": ["hooks.additional_context"]}}}
+    with rollout.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+
+# -- answers ------------------------------------------------------------------------------------
+
+
+def test_the_hook_quotes_what_the_compaction_dropped(rollout, reader_url):
+    context = context_of(run(hook_input(transcript=rollout), reader_url))
+    reply = item(MAIN, "Fake reply 2", "assistant")
+    assert context.startswith(HEADER) and context.endswith(FOOTER)
+    assert f"Source entry: {reply['id']} (session {MAIN_ID})" in context
+    assert f"Source entry: {item(MAIN, 'DEC-TOML-7')['id']} " not in context  # still live
+    assert len(context.encode()) <= codex_hook.MAX_CONTEXT_TOKENS * codex_hook.BYTES_PER_TOKEN
+
+
+def test_what_an_earlier_turn_quoted_is_never_quoted_again(rollout, reader_url):
+    first = context_of(run(hook_input(transcript=rollout), reader_url))
+    quoted = codex_hook._sources(first)
+    persist(rollout, first)
+    assert codex_hook.quoted_so_far(str(rollout)) == (quoted, len(first.encode()))
+    again = run(hook_input(transcript=rollout), reader_url)
+    assert again is None or not codex_hook._sources(context_of(again)) & quoted
+
+
+def test_after_a_compaction_the_dropped_evidence_may_come_again(rollout, reader_url):
+    first = context_of(run(hook_input(transcript=rollout), reader_url))
+    persist(rollout, first)
+    compacted = next(o for o in lines_of(MAIN) if o["type"] == "compacted")
+    with rollout.open("a", encoding="utf-8") as handle:  # a second compaction drops the hook's
+        handle.write(json.dumps(compacted, separators=(",", ":")) + "\n")
+    assert codex_hook.quoted_so_far(str(rollout)) == (set(), 0)
+    assert codex_hook._sources(context_of(run(hook_input(transcript=rollout), reader_url))) \
+        & codex_hook._sources(first)
+
+
+def test_the_thread_total_is_bounded(rollout, reader_url):
+    first = context_of(run(hook_input(transcript=rollout), reader_url))
+    persist(rollout, first)
+    used = len(first.encode()) // codex_hook.BYTES_PER_TOKEN
+    with fake_reader(body=b'{"status": "ok", "evidence": []}') as fake:
+        assert run(hook_input(transcript=rollout), fake.url, thread_tokens=used + 50) is None
+    assert calls(fake) == []  # no room: nobody asked
+    with fake_reader(body=b'{"status": "ok", "evidence": []}') as fake:
+        run(hook_input(transcript=rollout), fake.url, thread_tokens=used + 700)
+    [(_, body)] = calls(fake)
+    assert body["max_retrieved_history_tokens"] == 700
+    assert body["quoted_ids"] == sorted(codex_hook._sources(first))
+
+
+def test_only_whole_envelopes_within_codexs_limit():
+    envelope = HEADER + "\nSource entry: e{n} (session s)\n" + "é" * 1500 + "\n" + FOOTER
+    evidence = [{"message": {"content": [{"type": "text", "text": envelope.format(n=n)}]}}
+                for n in range(6)]
+    answer = json.dumps({"status": "ok", "evidence": evidence}).encode()
+    with fake_reader(body=answer) as fake, _rollout_without_context() as path:
+        context = context_of(run(hook_input(transcript=path), fake.url))
+    assert len(context.encode()) <= 10_000
+    assert context.count(HEADER) == 3  # 3,000-odd bytes each: the fourth would not fit
+    assert all(part.endswith(FOOTER) for part in context.split("\n\n" + HEADER))
+
+
+class _rollout_without_context:
+    def __enter__(self) -> Path:
+        import tempfile
+
+        self.folder = tempfile.TemporaryDirectory()
+        path = Path(self.folder.name) / "rollout.jsonl"
+        shutil.copy(MAIN, path)
+        return path
+
+    def __exit__(self, *exc: object) -> None:
+        self.folder.cleanup()
+
+
+# -- fail-open ----------------------------------------------------------------------------------
+
+
+def test_reader_down_adds_nothing():
+    with fake_reader() as fake:
+        pass
+    assert run(hook_input(), fake.url) is None
+
+
+def test_a_slow_reader_is_abandoned_at_the_timeout():
+    with fake_reader(body=b'{"status": "ok"}', delay=3.0) as fake:
+        started = time.monotonic()
+        assert run(hook_input(), fake.url, timeout_ms=300) is None
+        assert time.monotonic() - started < 1.5
+
+
+@pytest.mark.parametrize("status, body", [(500, b'{"status": "error"}'), (200, b"not json"),
+                                          (200, b'{"status": "ok", "evidence": "junk"}'),
+                                          (200, b"[1, 2]")])
+def test_error_answers_add_nothing(status, body):
+    with fake_reader(status, body) as fake:
+        assert run(hook_input(), fake.url) is None
+    assert len(calls(fake)) == 1
+
+
+@pytest.mark.parametrize("stdin", [b"", b"not json", b"[]", hook_input(hook_event_name="Stop"),
+                                   hook_input(prompt=" "),
+                                   hook_input(transcript=Path("relative.jsonl")),
+                                   hook_input(transcript=Path("/nonexistent/rollout.jsonl"))])
+def test_bad_hook_input_adds_nothing_and_asks_nobody(stdin):
+    with fake_reader(body=b'{"status": "ok"}') as fake:
+        assert run(stdin, fake.url) is None
+    assert calls(fake) == []
+
+
+def test_the_script_exits_0_silently_on_anything():
+    script = str(Path(codex_hook.__file__))
+    for argv in (["--url", "http://127.0.0.1:9"], ["--bogus"], ["--url"]):
+        done = subprocess.run([sys.executable, "-S", "-I", script, *argv], input=hook_input(),
+                              capture_output=True, timeout=30, check=False)
+        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+
+
+class _Stdin:
+    def __init__(self, data: bytes) -> None:
+        self.buffer = io.BytesIO(data)
+
+
+def test_the_cli_command_answers_and_fails_open(monkeypatch, capsys, rollout, reader_url):
+    monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
+    monkeypatch.setattr(sys, "stdin", _Stdin(hook_input(transcript=rollout)))
+    assert main(["hook", "codex"]) == 0
+    assert HEADER in context_of(capsys.readouterr().out)
+    monkeypatch.setenv("LOOKBACK_SERVER__PORT", "9")
+    monkeypatch.setattr(sys, "stdin", _Stdin(hook_input(transcript=rollout)))
+    assert main(["hook", "codex"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+# -- install ------------------------------------------------------------------------------------
+
+
+def test_install_writes_a_trusted_hook_that_runs(monkeypatch, capsys, tmp_path, rollout,
+                                                 reader_url):
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    other = {"hooks": [{"type": "command", "command": "echo other"}]}
+    (codex_home / "hooks.json").write_text(json.dumps({"hooks": {"UserPromptSubmit": [other]}}))
+    (codex_home / "config.toml").write_text('model = "fake-model"\n\n[model_providers.fake]\n'
+                                            'name = "Fake"\n')
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
+    assert main(["install", "codex"]) == 0
+    assert main(["install", "codex"]) == 0  # idempotent
+    groups = json.loads((codex_home / "hooks.json").read_text())["hooks"]["UserPromptSubmit"]
+    assert groups[0] == other and len(groups) == 2
+    handler = groups[1]["hooks"][0]
+    assert "codex_hook.py" in handler["command"] and " -S -I " in handler["command"]
+    assert "--provider openai" in handler["command"] and "--thread-tokens 10000" in \
+        handler["command"]
+    config = tomllib.loads((codex_home / "config.toml").read_text())
+    assert config["model"] == "fake-model" and config["model_providers"]["fake"]["name"] == "Fake"
+    key = f"{codex_home / 'hooks.json'}:user_prompt_submit:1:0"
+    assert codex_config.trusted_hashes(config) == {
+        key: codex_config.hook_hash("UserPromptSubmit", handler)}
+    assert (codex_home / "config.toml").read_text().count("[hooks.state.") == 1
+    done = subprocess.run(handler["command"], shell=True, input=hook_input(transcript=rollout),
+                          capture_output=True, timeout=30, check=False)
+    assert done.returncode == 0 and HEADER in context_of(done.stdout.decode())
+    capsys.readouterr()
+
+
+def test_a_reinstall_with_new_settings_retrusts_in_place(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path))
+    assert main(["install", "codex"]) == 0
+    monkeypatch.setenv("LOOKBACK_CODEX__HOOK_TIMEOUT_MS", "900")
+    assert main(["install", "codex"]) == 0
+    handler = json.loads((tmp_path / "hooks.json").read_text())["hooks"]["UserPromptSubmit"][0][
+        "hooks"][0]
+    assert "--timeout-ms 900 " in handler["command"]
+    trusted = codex_config.trusted_hashes(tomllib.loads((tmp_path / "config.toml").read_text()))
+    assert trusted == {f"{tmp_path / 'hooks.json'}:user_prompt_submit:0:0":
+                       codex_config.hook_hash("UserPromptSubmit", handler)}
+    capsys.readouterr()
+
+
+def test_install_refuses_a_config_it_cannot_extend_and_writes_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path))
+    (tmp_path / "config.toml").write_text("hooks = { state = {} }\n")
+    assert main(["install", "codex"]) != 0
+    assert not (tmp_path / "hooks.json").exists()
+    assert (tmp_path / "config.toml").read_text() == "hooks = { state = {} }\n"
+
+
+def test_the_trust_hash_is_codexs_rule():
+    """sha256 of the key-sorted compact JSON of the normalized handler; a matcher only for
+    events that have one; non-default limits included (docs/codex-session-format.md)."""
+    import hashlib
+
+    handler = {"type": "command", "command": "python3 /x/hook.py UserPromptSubmit 12000"}
+    blob = ('{"event_name":"user_prompt_submit","hooks":[{"async":false,"command":'
+            '"python3 /x/hook.py UserPromptSubmit 12000","timeout":600,"type":"command"}]}')
+    assert codex_config.hook_hash("UserPromptSubmit", handler, matcher="ignored") == \
+        "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+    assert codex_config.hook_hash("PostToolUse", handler, "Bash") != \
+        codex_config.hook_hash("PostToolUse", handler)
+    assert codex_config.hook_hash("UserPromptSubmit", {**handler, "additionalContextLimit": 2500}) \
+        == codex_config.hook_hash("UserPromptSubmit", handler)
+    assert codex_config.hook_hash("UserPromptSubmit", {**handler, "additionalContextLimit": 0}) \
+        != codex_config.hook_hash("UserPromptSubmit", handler)
+
+
+def test_install_print_shows_the_snippet(capsys, monkeypatch, home):
+    monkeypatch.setenv("LOOKBACK_HOME", str(home))
+    assert main(["install", "codex", "--print"]) == 0
+    snippet = json.loads(capsys.readouterr().out)
+    command = snippet["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    from lookback.settings import load_settings
+    assert command == codex_hook_command(load_settings({"home": str(home)}, environ={}))
+    assert "--max-tokens 2500" in command
