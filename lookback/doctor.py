@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -270,24 +271,48 @@ def mcp_registrations(situation: Situation) -> list[tuple[str, list[tuple[Path, 
 
 
 def check_mcp(situation: Situation) -> list[Finding]:
-    """Lookback's MCP server registered per client (optional: a note when it is not)."""
+    """Lookback's MCP server registered per client (optional: a note when it is not), and
+    able to start where it is: the command exists and the SDK is installed."""
     findings = []
     for client, places, command in mcp_registrations(situation):
-        found = next((str(path) for path, keys in places
-                      if _registers_lookback(_dig(_json(path), keys))), None)
-        if found:
-            findings.append(Finding(f"mcp: {client}", OK, f"registered in {found}"))
-        else:
+        found = next(((path, entry) for path, keys in places
+                      for entry in [_lookback_entry(_dig(_json(path), keys))] if entry), None)
+        if found is None:
             findings.append(Finding(f"mcp: {client}", NOTE, "Lookback's MCP server is not "
                                     f"registered (optional): {command}"))
+            continue
+        path, entry = found
+        problem = _mcp_problem(entry, command)
+        if problem:
+            findings.append(Finding(f"mcp: {client}", PROBLEM,
+                                    f"registered in {path}, but {problem[0]}", problem[1]))
+        else:
+            findings.append(Finding(f"mcp: {client}", OK, f"registered in {path}"))
     return findings
 
 
-def _registers_lookback(servers: Any) -> bool:
+def _lookback_entry(servers: Any) -> dict[str, Any] | None:
     if not isinstance(servers, dict):
-        return False
-    return any(name == "lookback" or "lookback" in json.dumps(entry)
-               for name, entry in servers.items())
+        return None
+    for name, entry in servers.items():
+        if isinstance(entry, dict) and (name == "lookback" or "lookback" in json.dumps(entry)):
+            return entry
+    return None
+
+
+def _mcp_problem(entry: dict[str, Any], register: str) -> tuple[str, str] | None:
+    """(what stops a registered stdio server from starting, its fix), or None;
+    ``register`` is the client's command that registers it again."""
+    command = entry.get("command")
+    if not isinstance(command, str) or not command:
+        return None  # an HTTP registration: the reader check covers the server
+    if not (Path(command).expanduser().exists() or shutil.which(command)):
+        return f"its command {command} is not found (a removed venv?)", register
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+    except ImportError:
+        return "the MCP SDK is not installed", "pip install 'pi-lookback[mcp]'"
+    return None
 
 
 def check_freshness(situation: Situation) -> list[Finding]:

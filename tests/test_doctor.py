@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import shutil
+import sys
 import threading
 import time
 from pathlib import Path
@@ -202,3 +203,19 @@ def test_a_hook_whose_python_is_gone_or_asks_another_port_is_a_problem(user, cap
     assert lookback("install", "claude-code", "--user") == 0  # the fix
     _, found = doctor(capsys)
     assert found["claude-code hook"][0]["status"] == "ok"
+
+
+def test_an_mcp_registration_whose_command_is_gone_is_a_problem(user, capsys):
+    claude_json = user / ".claude.json"
+    claude_json.write_text(json.dumps({"mcpServers": {"lookback": {
+        "type": "stdio", "command": str(user / "old-venv" / "bin" / "lookback"),
+        "args": ["mcp"]}}}))
+    _, found = doctor(capsys)
+    finding = found["mcp: claude-code"][0]
+    assert finding["status"] == "problem" and "is not found" in finding["summary"]
+    assert finding["fix"].startswith("claude mcp add --scope user lookback -- lookback mcp")
+    claude_json.write_text(json.dumps({"mcpServers": {"lookback": {
+        "type": "stdio", "command": sys.executable, "args": ["-m", "lookback.cli", "mcp"]}}}))
+    _, found = doctor(capsys)
+    assert found["mcp: claude-code"][0]["status"] == "ok"
+    assert found["mcp: pi"][0]["status"] == "note"  # not registered with Pi: optional
