@@ -17,9 +17,10 @@ entries   one row per tree entry, keyed by (session_id, entry_id); its rowid is 
           identifies equal texts up to case and whitespace (deduplication). ``eligible`` is 1
           for the entries automatic retrieval may return (``message`` and
           ``custom_message`` with text). ``first_kept_id`` is set on compactions
-          that keep a contiguous run of entries (Pi, Claude Code); ``kept_ids`` (a JSON
-          array) on those that keep a set of earlier entries by id (Codex's
-          ``replacement_history``), NULL elsewhere.
+          that keep a contiguous run of entries (Pi, Claude Code), and on Pi 1.x
+          ``context_edit`` entries to the entry they take out of context
+          (``targetId``); ``kept_ids`` (a JSON array) on compactions that keep a set
+          of earlier entries by id (Codex's ``replacement_history``), NULL elsewhere.
 entries_fts  FTS5 over ``entries.text`` (external content; rowid = entries.rowid), its
           words Porter-stemmed (``FTS_TOKENIZE``).
 files     what ingest has read of each session file (``ingest.reader.FileState`` as

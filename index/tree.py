@@ -85,7 +85,19 @@ def branch(connection: apsw.Connection, session_id: str, leaf_id: str) -> list[P
 
 
 def context_entries(path: list[PathEntry]) -> list[PathEntry]:
-    """The entries of ``path`` that Pi keeps in the model's context."""
+    """The entries of ``path`` that Pi keeps in the model's context.
+
+    An entry a Pi 1.x ``context_edit`` on the path targets (stored as its ``first_kept_id``)
+    is not: its original content no longer reaches the model, whether the edit omits it or
+    replaces it.
+    """
+    edited = {e.first_kept_id for e in path if e.type == "context_edit" and e.first_kept_id}
+    selected = _selected(path)
+    return [e for e in selected if e.entry_id not in edited] if edited else selected
+
+
+def _selected(path: list[PathEntry]) -> list[PathEntry]:
+    """Pi's ``buildContextEntries()``: the latest compaction and what it keeps, then the rest."""
     latest = next((i for i in range(len(path) - 1, -1, -1)
                    if path[i].type == "compaction"), None)
     if latest is None:
@@ -94,6 +106,7 @@ def context_entries(path: list[PathEntry]) -> list[PathEntry]:
     if compaction.kept_ids is not None:
         return [compaction, *(e for e in path[:latest] if e.entry_id in compaction.kept_ids),
                 *path[latest + 1:]]
+    # A retain-none compaction names its own id: nothing before it is kept.
     kept = next((i for i in range(latest) if path[i].entry_id == compaction.first_kept_id),
                 latest)
     return [compaction, *path[kept:latest], *path[latest + 1:]]

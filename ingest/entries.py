@@ -16,6 +16,9 @@ from lookback.ingest.storable import millis
 #: Entry types automatic retrieval may return; everything else is context, not evidence.
 ELIGIBLE_TYPES = frozenset({"message", "custom_message"})
 
+#: The field naming the entry the context rule needs, stored as ``first_kept_id``.
+ENTRY_REFERENCES = {"compaction": "firstKeptEntryId", "context_edit": "targetId"}
+
 #: One entry's searchable text is cut here (its end is neither searchable nor shown;
 #: ``lookback status`` counts such entries); the evidence excerpt is at most 6,000 chars.
 MAX_TEXT_CHARS = 1_000_000
@@ -46,10 +49,12 @@ def normalize_entry(raw: dict[str, Any], *, entry_id: str, parent_id: str | None
         "text": text,
         "eligible": entry_type in ELIGIBLE_TYPES and bool(text.strip()),
     }
-    if entry_type == "compaction":
-        first_kept = raw.get("firstKeptEntryId")
-        record["first_kept_id"] = first_kept if isinstance(first_kept, str) else None
-        dropped += int(first_kept is not None and not isinstance(first_kept, str))
+    if entry_type in ENTRY_REFERENCES:
+        # The entry the context rule needs: a compaction's first kept entry (its own id when
+        # it keeps none), or the entry a Pi 1.x context_edit takes out of the model's context.
+        refers_to = raw.get(ENTRY_REFERENCES[entry_type])
+        record["first_kept_id"] = refers_to if isinstance(refers_to, str) else None
+        dropped += int(refers_to is not None and not isinstance(refers_to, str))
     dropped += int(raw_type is not None and raw_type is not entry_type)
     return record, dropped
 
@@ -59,7 +64,10 @@ def entry_text(raw: dict[str, Any]) -> str:
     entry_type = raw.get("type")
     if entry_type == "message":
         message = raw.get("message")
-        return message_text(message) if isinstance(message, dict) else ""
+        # Pi 1.x's system messages are the prompt and tool declarations: never evidence.
+        if not isinstance(message, dict) or message.get("role") == "system":
+            return ""
+        return message_text(message)
     if entry_type == "custom_message":
         return content_text(raw.get("content"))
     if entry_type in ("compaction", "branch_summary"):
@@ -77,7 +85,18 @@ def message_text(message: dict[str, Any]) -> str:
     parts = [content_text(message.get("content"), with_tool_calls=True)]
     if role == "assistant" and message.get("errorMessage"):
         parts.append(_str(message.get("errorMessage")))
+    if role == "toolResult":
+        parts.extend(nested_call_texts(message.get("nestedCalls")))
     return "\n".join(part for part in parts if part)
+
+
+def nested_call_texts(nested: Any) -> list[str]:
+    """The calls a tool made to other tools (Pi 1.x ``nestedCalls``, codemode's scripts),
+    searchable like the model's own tool calls."""
+    calls = nested.get("calls") if isinstance(nested, dict) else None
+    if not isinstance(calls, list):
+        return []
+    return [_tool_call_text(call) for call in calls if isinstance(call, dict)]
 
 
 def content_text(content: Any, *, with_tool_calls: bool = False) -> str:

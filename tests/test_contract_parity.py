@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from lookback.index.tree import PathEntry, context_entries
+from lookback.ingest.entries import ENTRY_REFERENCES
 from lookback.query.context.messages import estimate_message_tokens
 from lookback.query.context.planner import apply_decision, message_kind
 
@@ -55,7 +56,9 @@ def test_the_issue_21_case_counts_python_separators_escapes_and_code_points() ->
 
 @named("context_entry_ids.json")
 def test_context_entry_ids(case: dict) -> None:
-    path = [PathEntry(n, entry["id"], entry["type"], entry.get("firstKeptEntryId"), n)
+    # The field ingest stores as the entry's reference (firstKeptEntryId, targetId).
+    path = [PathEntry(n, entry["id"], entry["type"],
+                      entry.get(ENTRY_REFERENCES.get(entry["type"], "")), n)
             for n, entry in enumerate(case["branch"])]
     assert [entry.entry_id for entry in context_entries(path)] == case["context_ids"]
 

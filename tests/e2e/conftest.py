@@ -1,7 +1,8 @@
 """Fixtures for the end-to-end tests that drive the real Pi CLI (marker `e2e`).
 
 Every test in this folder is marked `e2e`; deselect them with `-m "not e2e"`. The pinned Pi CLI
-is installed with npm on first use (see `harness.install_pi`); if that fails the tests fail with
+are installed with npm on first use (see `harness.install_client`; each test runs against
+every Pi in `harness.PI_CLIENTS`); if that fails the tests fail with
 npm's message rather than being skipped, so a broken setup is never mistaken for a pass.
 """
 
@@ -13,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from .harness import (
+    PI_CLIENTS,
     FakeModelServer,
+    PiClient,
     PiRun,
     PiRunner,
-    install_pi,
+    install_client,
     prepare_session,
     write_agent_dir,
 )
@@ -34,10 +37,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
-@pytest.fixture(scope="session")
-def pi_bin() -> Path:
-    """The pinned `pi` binary, installed into the cache folder on first use."""
-    return installed_or_fail(install_pi, "the Pi CLI")
+@pytest.fixture(scope="session", params=PI_CLIENTS, ids=lambda version: f"pi-{version}")
+def pi_client(request: pytest.FixtureRequest) -> PiClient:
+    """Each pinned Pi in turn (0.73.1, the oldest supported; the current 1.x), installed into
+    the cache folder on first use."""
+    version = request.param
+    return installed_or_fail(lambda: install_client(version), f"the Pi CLI {version}")
 
 
 @pytest.fixture
@@ -47,10 +52,11 @@ def fake_model() -> Iterator[FakeModelServer]:
 
 
 @pytest.fixture
-def pi_runner(pi_bin: Path, fake_model: FakeModelServer, tmp_path: Path) -> PiRunner:
+def pi_runner(pi_client: PiClient, fake_model: FakeModelServer, tmp_path: Path) -> PiRunner:
     """Pi with the Lookback extension, an isolated agent dir, and the fake model."""
     return PiRunner(
-        pi=pi_bin, model=fake_model, agent_dir=write_agent_dir(tmp_path / "agent", fake_model.port)
+        pi=pi_client.binary, model=fake_model,
+        agent_dir=write_agent_dir(tmp_path / "agent", fake_model.port), client_env=pi_client.env,
     )
 
 

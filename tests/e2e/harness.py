@@ -92,6 +92,29 @@ def install_pi1(timeout: float = 600) -> tuple[Path, dict[str, str]]:
     return binary, env
 
 
+class PiClient(NamedTuple):
+    """One Pi the e2e tests run: its `pi` binary and what its environment needs (PATH)."""
+
+    version: str
+    binary: Path
+    env: dict[str, str]
+
+
+#: The Pis every real-client test runs against: the oldest supported and the current 1.x.
+PI_CLIENTS = (PI_VERSION, PI1_VERSION)
+
+
+def install_client(version: str, timeout: float = 600) -> PiClient:
+    """`PI_VERSION` (`@mariozechner`, any Node ≥ 20) or `PI1_VERSION` (`@earendil-works`,
+    Node ≥ 22.19 put first on PATH when the machine's is older)."""
+    if version == PI_VERSION:
+        return PiClient(version, install_pi(timeout=timeout), {})
+    if version == PI1_VERSION:
+        binary, env = install_pi1(timeout)
+        return PiClient(version, binary, env)
+    raise ValueError(f"no pinned Pi {version}; pinned: {', '.join(PI_CLIENTS)}")
+
+
 def node_for_pi1(timeout: float = 600) -> Path | None:
     """None when the machine's `node` is new enough for Pi 1.x, else the folder holding a
     Node 22 installed from npm into the e2e cache."""
@@ -594,6 +617,7 @@ class PiRunner:
     extension: Path | None = EXTENSION
     timeout: float = 90
     flags: tuple[str, ...] = ()  # more flags, e.g. ("-e", "builtin:mcp") for Pi 1.x's MCP
+    client_env: dict[str, str] = field(default_factory=dict)  # what this Pi needs (PiClient.env)
 
     def command(self, session_file: Path, prompt: str) -> list[str]:
         command = [str(self.pi), "--offline", "--provider", "fakellm", "--model", "fake-model"]
@@ -612,6 +636,7 @@ class PiRunner:
             PI_OFFLINE="1",
             LOOKBACK_URL=f"http://127.0.0.1:{free_port()}",
         )
+        base.update(self.client_env)
         base.update(env or {})
         return base
 

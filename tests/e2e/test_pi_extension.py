@@ -6,6 +6,7 @@ checks the exact `messages` Pi sent after the extension's `context` handler ran.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -65,7 +66,7 @@ def baseline_messages(pi_runner: PiRunner, tmp_path: Path, project_dir: Path) ->
     """What the model receives for PROMPT when Pi runs without the extension at all."""
     copy_dir = tmp_path / "baseline"
     copy_dir.mkdir()
-    without = PiRunner(pi_runner.pi, pi_runner.model, pi_runner.agent_dir, extension=None)
+    without = dataclasses.replace(pi_runner, extension=None)
     run = without.run(prepare_session(copy_dir, project_dir), PROMPT)
     assert run.returncode == 0, run.stderr
     assert len(run.requests) == 1
@@ -225,7 +226,8 @@ def test_broken_reader_leaves_messages_untouched(run_pi, session_file, baseline_
         env = {"LOOKBACK_URL": reader.url, "LOOKBACK_TIMEOUT_MS": "400", "LOOKBACK_DEBUG": "1"}
         returncode, _, stderr, requests = run_pi(session_file, PROMPT, env)
     assert returncode == 0, stderr
-    assert reader.paths()[0] == "/v1/retrieve"
+    # A request cut off by the timeout may end before the server reads it (a loaded machine).
+    assert name == "slow" or reader.paths()[0] == "/v1/retrieve"
     assert f"[lookback] {logged}" in stderr
     assert len(requests) == 1
     assert requests[0]["messages"] == baseline_messages

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -78,6 +78,7 @@ class InstalledPi:
     pi: Path
     agent_dir: Path
     reader_url: str
+    client_env: dict[str, str] = field(default_factory=dict)  # PiClient.env (Node on PATH)
 
     def install(self) -> None:
         done = subprocess.run([str(self.pi), "install", str(PACKAGE)], env=self.env(),
@@ -88,8 +89,8 @@ class InstalledPi:
 
     def env(self) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("LOOKBACK_", "PI_"))}
-        return {**base, "PI_CODING_AGENT_DIR": str(self.agent_dir), "PI_OFFLINE": "1",
-                "LOOKBACK_URL": self.reader_url}
+        return {**base, **self.client_env, "PI_CODING_AGENT_DIR": str(self.agent_dir),
+                "PI_OFFLINE": "1", "LOOKBACK_URL": self.reader_url}
 
     def run(self, cwd: Path, prompt: str, *args: str) -> subprocess.CompletedProcess:
         command = [str(self.pi), "--offline", "--provider", "fakellm", "--model", "fake-model",
@@ -130,7 +131,7 @@ def without_evidence(request: dict) -> list[dict]:
     return [m for m in request["messages"] if not message_text(m).startswith(EVIDENCE_HEADER)]
 
 
-def test_a_new_session_compacted_by_pi_gets_turn_one_back(pi_bin, tmp_path):
+def test_a_new_session_compacted_by_pi_gets_turn_one_back(pi_client, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     port = free_port()
@@ -141,7 +142,7 @@ def test_a_new_session_compacted_by_pi_gets_turn_one_back(pi_bin, tmp_path):
                                 max_tokens=256, compaction=compaction)
         plain_agent = write_agent_dir(tmp_path / "plain", model.port, context_window=4000,
                                       max_tokens=256, compaction=compaction)
-        pi = InstalledPi(pi_bin, agent, url)
+        pi = InstalledPi(pi_client.binary, agent, url, pi_client.env)
         pi.install()
         home = tmp_path / "home"
         with reader_process(serve(home, agent, port), url, reader_env(home, agent)):
@@ -158,7 +159,8 @@ def test_a_new_session_compacted_by_pi_gets_turn_one_back(pi_bin, tmp_path):
             pi.run(project, QUESTION, "-c")
             [asked] = model.take()
 
-        plain = InstalledPi(pi_bin, plain_agent, url)  # no package: what Pi sends by itself
+        # No package: what Pi sends by itself.
+        plain = InstalledPi(pi_client.binary, plain_agent, url, pi_client.env)
         plain.run(project, QUESTION, "--session", str(copy))
         [baseline] = model.take()
 
@@ -192,14 +194,14 @@ def wait_for_entries(url: str, count: int, timeout: float = 60) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_an_old_v1_session_rewritten_by_pi_is_answered_with_its_new_ids(pi_bin, tmp_path):
+def test_an_old_v1_session_rewritten_by_pi_is_answered_with_its_new_ids(pi_client, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with FakeModelServer() as model:
         agent = write_agent_dir(tmp_path / "agent", model.port, context_window=2_000_000)
-        pi = InstalledPi(pi_bin, agent, url)
+        pi = InstalledPi(pi_client.binary, agent, url, pi_client.env)
         pi.install()
         folder = agent / "sessions" / "--old-project--"
         folder.mkdir(parents=True)

@@ -8,6 +8,7 @@ answer, with exactly the messages it sends without the extension (fail-open).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import urllib.request
@@ -129,7 +130,7 @@ def test_with_the_reader_stopped_pi_sends_its_original_messages(
     stopped_dir.mkdir()
     plain_dir.mkdir()
     stopped = run_pi(prepare_session(stopped_dir, project_dir), PROMPT, {"LOOKBACK_URL": url})
-    without = PiRunner(pi_runner.pi, pi_runner.model, pi_runner.agent_dir, extension=None)
+    without = dataclasses.replace(pi_runner, extension=None)
     plain = without.run(prepare_session(plain_dir, project_dir), PROMPT)
 
     assert stopped.returncode == 0, stopped.stderr

@@ -29,23 +29,32 @@ export type SessionView = Pick<ReadonlySessionManager, "getSessionFile" | "getSe
  * Entry ids in the model's context, by Pi's rule on a branch (root first): the latest compaction,
  * the path entries from its firstKeptEntryId up to it, then everything after it. A firstKeptEntryId
  * not before it on the path (a retain-none compaction names its own id) keeps nothing before it.
+ * The targets of Pi 1.x `context_edit` entries on the branch are out: their original content no
+ * longer reaches the model (Python: `lookback.index.tree.context_entries`).
  */
 export function contextIdsOfBranch(branch: readonly EntryLike[]): string[] {
 	let compactionAt = -1;
 	branch.forEach((entry, i) => {
 		if (entry.type === "compaction") compactionAt = i;
 	});
-	if (compactionAt < 0) return branch.map((e) => e.id);
+	if (compactionAt < 0) return withoutEdited(branch.map((e) => e.id), branch);
 	const compaction = branch[compactionAt];
 	const keptFrom = branch.findIndex((e, i) => i < compactionAt && e.id === compaction.firstKeptEntryId);
 	const kept = keptFrom >= 0 ? branch.slice(keptFrom, compactionAt) : [];
-	return [compaction, ...kept, ...branch.slice(compactionAt + 1)].map((e) => e.id);
+	return withoutEdited([compaction, ...kept, ...branch.slice(compactionAt + 1)].map((e) => e.id), branch);
 }
 
-/** Entry ids in the model's context: Pi's own `buildContextEntries()` when it has one. */
+/** `ids` less the entries a `context_edit` on the branch omits or replaces. */
+function withoutEdited(ids: string[], branch: readonly EntryLike[]): string[] {
+	const edited = new Set<string>();
+	for (const entry of branch) if (entry.type === "context_edit" && typeof entry.targetId === "string") edited.add(entry.targetId);
+	return edited.size === 0 ? ids : ids.filter((id) => !edited.has(id));
+}
+
+/** Entry ids in the model's context: from Pi's own `buildContextEntries()` when it has one. */
 export function contextEntryIds(session: SessionView, branch: readonly EntryLike[]): string[] {
-	if (typeof session.buildContextEntries === "function") return session.buildContextEntries().map((e) => e.id);
-	return contextIdsOfBranch(branch);
+	if (typeof session.buildContextEntries !== "function") return contextIdsOfBranch(branch);
+	return withoutEdited(session.buildContextEntries().map((e) => e.id), branch);
 }
 
 /** True when Pi's session already holds the last message of this call (leaf = that message). */
