@@ -53,7 +53,8 @@ def test_the_pi_extension_variables_are_left_to_the_extension():
 
 
 ROOT = README.parent
-SKIP = {".git", ".venv", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache"}
+SKIP = {".git", ".venv", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache",
+        ".mypy_cache"}
 OUTSIDE = ("/work/shared", "../shared", "DESIGN.md", "PI_SESSION_FORMAT.md",
            "PI_CLIENT_TESTING.md", "spec/historical-retrieval.md")
 
