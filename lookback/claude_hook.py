@@ -33,7 +33,7 @@ if __package__:
     from lookback import hook_client
 else:  # a plain script under ``python -S -I``: the shared part is the file beside it
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-    import hook_client  # type: ignore[no-redef]
+    import hook_client  # type: ignore[no-redef, import-not-found]
 
 HookSkipped = hook_client.HookSkipped
 post_json, split_url = hook_client.post_json, hook_client.split_url
