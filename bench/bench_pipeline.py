@@ -39,6 +39,7 @@ from lookback.index.store import open_reader  # noqa: E402
 from lookback.ingest.pipeline import ingest_files  # noqa: E402
 from lookback.settings import load_settings  # noqa: E402
 from lookback.workers.config import ServiceConfig  # noqa: E402
+from lookback.workers.owner import my_queues  # noqa: E402
 from lookback.workers.sink import RedisSink  # noqa: E402
 
 LARGE = REPO / "tests" / "fixtures" / "pi-sessions" / "large-session.jsonl"
@@ -53,9 +54,12 @@ def environment(home: Path, prefix: str) -> dict[str, str]:
 
 
 def start_workers(environ: dict[str, str], processes: int) -> subprocess.Popen:
+    """The index group as `lookback worker` starts it: the shared queue and this host's
+    own (a project's nudges go there once this host owns it, workers.owner)."""
+    own_index, _ = my_queues(ServiceConfig.from_settings(load_settings(environ=environ)))
     return subprocess.Popen(
         [sys.executable, "-m", "dramatiq", "lookback.workers.actors", "--queues", "lookback-index",
-         "--processes", str(processes), "--threads", "2"],
+         own_index, "--processes", str(processes), "--threads", "2"],
         env=environ, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)
 
