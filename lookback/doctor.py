@@ -178,17 +178,19 @@ def _is_session(path: str) -> bool:
 
 
 def check_pi_package(situation: Situation) -> list[Finding]:
-    """The extension is a package in Pi's settings (``pi install …``)."""
-    settings_file = situation.pi_agent_dir / "settings.json"
+    """The extension is a package in Pi's settings (``pi install …``, or ``pi install -l``
+    for the project's ``.pi/settings.json``)."""
     fix = f"pi install {shlex.quote(str(PI_PACKAGE_DIR))}"
     if not situation.pi_agent_dir.is_dir():
         return [Finding("pi package", NOTE, f"Pi not found ({situation.pi_agent_dir})")]
-    packages = _json(settings_file).get("packages")
-    entries = packages if isinstance(packages, list) else []
-    if any(_is_lookback_package(entry) for entry in entries):
-        return [Finding("pi package", OK, f"the Lookback package is in {settings_file}")]
-    return [Finding("pi package", PROBLEM, f"the Lookback package is not in {settings_file}: "
-                    "Pi runs without it", fix)]
+    places = [situation.pi_agent_dir / "settings.json", situation.cwd / ".pi" / "settings.json"]
+    for place in places:
+        packages = _json(place).get("packages")
+        if any(_is_lookback_package(entry) for entry in
+               (packages if isinstance(packages, list) else [])):
+            return [Finding("pi package", OK, f"the Lookback package is in {place}")]
+    return [Finding("pi package", PROBLEM, f"the Lookback package is not in {places[0]} nor in "
+                    "this project's .pi/settings.json: Pi runs without it", fix)]
 
 
 def _is_lookback_package(entry: Any) -> bool:
