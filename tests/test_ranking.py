@@ -154,3 +154,25 @@ def test_an_index_of_the_old_tokenizer_works_and_is_rebuilt_with_word_forms(home
     rebuild(project)
     assert project_status(project)["needs_reindex"] is False
     assert ask_ids(home, session, "what did she write?") == ["m001"]
+
+
+# --------------------------------------------------------------------- neighbours
+
+
+def test_the_answer_next_to_a_matching_question_ranks_high_but_needs_its_own_match(home,
+                                                                                  tmp_path):
+    turns = [("user", "Melanie: which dentist did you pick in the end, Caroline?"),
+             ("user", "Caroline: Dr Rossi downtown, he is great"),
+             ("user", "no shared word in this turn at all")]
+    turns += [("user", f"Caroline: just chatting about the weather {n}") for n in range(30)]
+    turns.append(("user", "filler at the end"))
+    session = write_session(tmp_path / "n.jsonl", turns)
+    index_paths(home, session)
+    answer = retrieve({"session_file": str(session), "message":
+                       "Which dentist did Caroline pick?", "context_ids": ["m033"]},
+                      settings=load_settings({"home": str(home)}, environ={}),
+                      reader=IndexReader(home))
+    ids = [e["entry_id"] for e in answer["evidence"]]
+    assert ids[:2] == ["m000", "m001"]  # without its neighbour, m001 is one of 31 Carolines
+    assert any(r.startswith("next to a match +") for r in answer["evidence"][1]["reasons"])
+    assert "m002" not in ids  # next to both, but matches nothing itself

@@ -7,6 +7,7 @@ FTS match                 60 (tier ``other``)
 matched topics           40 x rarity (0..1, the term's IDF in the index) per term
 active branch             15
 same file / symbol / error  12 / 10 / 12 per matched term of that kind
+next to a match          0.25 x the topics of the candidate just before or after, <= 20
 user / assistant authority  8 / 5
 FTS order                0..6 (bm25 rank among the FTS hits)
 recency                  0..8 (newest candidate 8), unless the message names a time:
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 
 from lookback.query.search.candidates import Row
 from lookback.query.text.dates import TimeSpan
+from lookback.query.text.fts_query import stemmed_phrase
 from lookback.query.text.matching import Match
 from lookback.query.text.terms import ERROR_KINDS, FILE_KINDS, PHRASE, SYMBOL_KINDS, Term
 
@@ -127,7 +129,8 @@ def topic_parts(matches: list[Match], on_branch: bool,
                 rarity: Mapping[Term, float] | None = None) -> tuple[str, list[tuple[str, float]]]:
     """Tier and the parts that depend only on which terms matched, and how.
 
-    Each distinct matched term adds ``TOPIC_POINTS`` times its ``rarity`` (0..1, see
+    Each distinct matched term (terms of the same stems are one) adds ``TOPIC_POINTS``
+    times its ``rarity`` (0..1, see
     ``candidates.rarity``; 1 for a term missing from it), so a word in most entries
     weighs little and the rare word that carries the question decides.
 
@@ -139,10 +142,10 @@ def topic_parts(matches: list[Match], on_branch: bool,
     files: set[str] = set()
     symbols: set[str] = set()
     errors: set[str] = set()
-    distinct: dict[str, Term] = {}
+    distinct: dict[tuple[str, ...], Term] = {}  # one topic per stemmed phrase
     for match in matches:
         term = match.term
-        distinct.setdefault(term.text, term)
+        distinct.setdefault(stemmed_phrase(term.text) or (term.text,), term)
         if not match.literal:
             continue
         kind = term.kind
@@ -165,9 +168,9 @@ def topic_parts(matches: list[Match], on_branch: bool,
     else:
         tier = "other"
         parts.append((f"term match {_quote(matches[0].term.text)}", FTS_MATCH))
-    for text, term in distinct.items():
+    for term in distinct.values():
         weight = 1.0 if rarity is None else rarity.get(term, 1.0)
-        parts.append((f"topic {_quote(text)}", round(TOPIC_POINTS * weight, 2)))
+        parts.append((f"topic {_quote(term.text)}", round(TOPIC_POINTS * weight, 2)))
     if on_branch:
         parts.append(("active branch", ACTIVE_BRANCH))
     for found, points, label in ((files, SAME_FILE, "same file"),
@@ -200,3 +203,28 @@ def _quote(text: str) -> str:
     # Reasons end up on one line of the evidence envelope: no line breaks, bounded.
     flat = " ".join(text.split())
     return "`" + (flat if len(flat) <= 80 else flat[:77] + "...") + "`"
+
+
+#: A neighbour's topics add this share of their points, at most ``MAX_NEIGHBOUR``
+#: (half of one full topic of the row's own; see ``add_neighbours``).
+NEIGHBOUR_SHARE, MAX_NEIGHBOUR = 0.25, 20.0
+
+
+def topic_points(item: Ranked) -> float:
+    """The points ``item`` earns from its own matched topics."""
+    return sum(points for reason, points in item.parts if reason.startswith("topic "))
+
+
+def add_neighbours(ranked: list[Ranked]) -> None:
+    """Add to each candidate a share of the topics of the candidates just before and
+    after it in its session (a question and its answer, a call and its result): an
+    answer seldom repeats the words of the question it answers. Only candidates take
+    part, so a row still needs its own verified match to be here at all."""
+    by_position = {(item.row.session_id, item.row.seq): item for item in ranked}
+    own = {id(item): topic_points(item) for item in ranked}
+    for item in ranked:
+        row = item.row
+        around = [by_position.get((row.session_id, row.seq + step)) for step in (-1, 1)]
+        best = max((own[id(other)] for other in around if other is not None), default=0.0)
+        if best:
+            item.add(round(min(MAX_NEIGHBOUR, NEIGHBOUR_SHARE * best), 2), "next to a match")

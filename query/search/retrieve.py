@@ -51,7 +51,14 @@ from lookback.query.search.candidates import (
     session_state,
 )
 from lookback.query.search.diagnostics import Diagnostics
-from lookback.query.search.ranking import Ranked, row_parts, score, sort_key, topic_parts
+from lookback.query.search.ranking import (
+    Ranked,
+    add_neighbours,
+    row_parts,
+    score,
+    sort_key,
+    topic_parts,
+)
 from lookback.query.search.reader import IndexReader, NotIndexed
 from lookback.query.search.request import RetrievalRequest
 from lookback.query.semantic.hybrid import add_semantic
@@ -437,6 +444,7 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
         for item, (tier, topic) in zip(ranked, topics, strict=True):
             score(item, on_branch=item.on_branch, fts_hits=fts_hits, oldest=oldest,
                   newest=newest, static=(tier, [*topic, *row_parts(item.row)]), when=when)
+    add_neighbours(ranked)
     ranked.sort(key=sort_key)
     diagnostics.alternate_branch_candidates = rejected_branch
     diagnostics.unverified_rejected = unverified
