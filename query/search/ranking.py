@@ -210,21 +210,27 @@ def _quote(text: str) -> str:
 NEIGHBOUR_SHARE, MAX_NEIGHBOUR = 0.25, 20.0
 
 
-def topic_points(item: Ranked) -> float:
-    """The points ``item`` earns from its own matched topics."""
-    return sum(points for reason, points in item.parts if reason.startswith("topic "))
+def topics(item: Ranked) -> dict[str, float]:
+    """The points ``item`` earns from each of its own matched topics, by reason."""
+    return {reason: points for reason, points in item.parts if reason.startswith("topic ")}
 
 
 def add_neighbours(ranked: list[Ranked]) -> None:
-    """Add to each candidate a share of the topics of the candidates just before and
-    after it in its session (a question and its answer, a call and its result): an
-    answer seldom repeats the words of the question it answers. Only candidates take
-    part, so a row still needs its own verified match to be here at all."""
+    """Add to each candidate a share of the topics that the candidate just before or
+    after it in its session matched and it did not (a question and its answer, a call
+    and its result): an answer seldom repeats the words of the question it answers.
+    Rows that match the same words gain nothing from each other, nor do rows of
+    different tiers. Only candidates take part, so a row still needs its own verified
+    match to be here at all."""
     by_position = {(item.row.session_id, item.row.seq): item for item in ranked}
-    own = {id(item): topic_points(item) for item in ranked}
+    own = {id(item): topics(item) for item in ranked}
     for item in ranked:
-        row = item.row
-        around = [by_position.get((row.session_id, row.seq + step)) for step in (-1, 1)]
-        best = max((own[id(other)] for other in around if other is not None), default=0.0)
+        row, mine = item.row, own[id(item)]
+        best = 0.0
+        for step in (-1, 1):
+            other = by_position.get((row.session_id, row.seq + step))
+            if other is not None and other.tier == item.tier:
+                best = max(best, sum(points for reason, points in own[id(other)].items()
+                                     if reason not in mine))
         if best:
             item.add(round(min(MAX_NEIGHBOUR, NEIGHBOUR_SHARE * best), 2), "next to a match")
