@@ -32,6 +32,8 @@ _EXPORTS = {
     "FtsQuery": "fts_query",
     "folded_tokens": "fts_query",
     "folded_phrase": "fts_query",
+    "stemmed_tokens": "fts_query",
+    "stemmed_phrase": "fts_query",
     "TermMatcher": "matching",
     "Match": "matching",
     "PhraseFinder": "matching",
