@@ -104,12 +104,16 @@ def recent_sessions(project: ProjectDir, limit: int = 5, *,
     now = time.time() if now is None else now
     connection = open_reader(path)
     try:
+        # The latest sessions first, then each one's file: the files table is scanned
+        # ``limit`` times, not once per session of the project.
         rows = connection.execute(
-            "SELECT s.session_id, s.entry_count, s.updated_at, f.path, f.state"
-            " FROM sessions AS s LEFT JOIN files AS f ON f.rowid = ("
-            "   SELECT rowid FROM files WHERE session_id = s.session_id"
+            "WITH latest AS (SELECT session_id, entry_count, updated_at FROM sessions"
+            "   ORDER BY updated_at DESC LIMIT ?)"
+            " SELECT l.session_id, l.entry_count, l.updated_at, f.path, f.state"
+            " FROM latest AS l LEFT JOIN files AS f ON f.rowid = ("
+            "   SELECT rowid FROM files WHERE session_id = l.session_id"
             "   ORDER BY updated_at DESC LIMIT 1)"
-            " ORDER BY s.updated_at DESC LIMIT ?", (limit,)).fetchall()
+            " ORDER BY l.updated_at DESC", (limit,)).fetchall()
     finally:
         connection.close()
     return [_lag(session_id, entries, indexed_at, file, state, now)
