@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,11 +57,11 @@ def hook_input(number: int) -> bytes:
                        "hook_event_name": "UserPromptSubmit"}).encode()
 
 
-def time_runs(command: list[str], runs: int, env: dict[str, str],
-              expect_output: bool) -> list[float]:
+def time_runs(command: list[str], runs: int, env: dict[str, str], expect_output: bool,
+              make_input: Callable[[int], bytes] = hook_input) -> list[float]:
     samples = []
     for _ in range(runs):
-        stdin = hook_input(next(COUNTER))
+        stdin = make_input(next(COUNTER))
         started = time.perf_counter()
         done = subprocess.run(command, input=stdin, capture_output=True, env=env, check=False)
         samples.append((time.perf_counter() - started) * 1000)

@@ -1,0 +1,125 @@
+"""What the Codex hook adds to each prompt, process start included.
+
+    python bench/bench_codex_hook.py [--runs 30]
+
+Codex waits for a UserPromptSubmit hook before it samples, so the hook's whole wall time —
+starting the process, reading stdin, reading the rollout for the evidence it already quoted
+since the last compaction, one request to the reader, printing — is the latency it adds.
+Against a live ``lookback serve`` (a subprocess, warm) over the recorded Codex rollouts
+(tests/fixtures/codex), with a prompt whose evidence comes back (a distinct prompt each run,
+so the reader's answer cache never helps), this times, one fresh process per run:
+
+- ``python -S -I -c pass``: the floor, an interpreter that does nothing;
+- ``installed hook``: the command ``lookback install codex`` writes
+  (``python -S -I lookback/codex_hook.py --url …``), on the compacted main rollout;
+- ``installed hook, 3 earlier contexts``: the same rollout with three of Lookback's contexts
+  persisted after its compaction (what a thread looks like a few turns on);
+- ``lookback hook codex``: the same through the CLI entry point;
+- ``installed hook, reader down``: the fail-open path (nothing listens).
+
+Reports p50/p95/max in ms per variant; the target is p50 ≤ 150 ms for the installed hook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_claude_hook import free_port, report, time_runs, wait_for  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SESSIONS = ROOT / "tests" / "fixtures" / "codex" / "sessions"
+MAIN = next(SESSIONS.glob("*/*/*/rollout-*-01a232ea-c266-*.jsonl"))
+PROMPT = "What did we decide about the config format, DEC-TOML-7?"
+LOOKBACK = str(Path(sys.executable).with_name("lookback"))
+HOOK = str(ROOT / "lookback" / "codex_hook.py")
+
+
+def hook_input_for(rollout: Path):
+    def make(number: int) -> bytes:
+        return json.dumps({"session_id": "bench", "turn_id": f"t{number}",
+                           "transcript_path": str(rollout), "cwd": "/tmp/codex-lab/proj",
+                           "hook_event_name": "UserPromptSubmit",
+                           "prompt": f"{PROMPT} (question {number})"}).encode()
+    return make
+
+
+def with_earlier_contexts(rollout: Path, folder: Path, url: str, env: dict[str, str]) -> Path:
+    """A copy of ``rollout`` as another thread (in its own sessions folder) with three
+    Lookback contexts persisted after its compaction, as Codex writes them."""
+    thread = "01a232ea-c266-7500-8687-000000000bench"
+    copy = folder / "sessions" / rollout.relative_to(SESSIONS).with_name(
+        f"rollout-2026-12-01T18-42-55-{thread}.jsonl")
+    copy.parent.mkdir(parents=True)
+    first, rest = rollout.read_bytes().split(b"\n", 1)
+    meta = json.loads(first)
+    meta["payload"]["id"] = meta["payload"]["session_id"] = thread
+    copy.write_bytes(json.dumps(meta, separators=(",", ":")).encode() + b"\n" + rest)
+    for number in range(3):
+        done = subprocess.run([sys.executable, "-S", "-I", HOOK, "--url", url, "--max-tokens",
+                               "400"], input=hook_input_for(copy)(10_000 + number),
+                              capture_output=True, env=env, check=True)
+        context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] \
+            if done.stdout else "[no evidence]"
+        line = {"timestamp": "2026-12-01T19:00:00.000Z", "type": "response_item", "payload": {
+            "type": "message", "id": f"msg_hook_{number}", "role": "developer",
+            "content": [{"type": "input_text", "text": context}],
+            "internal_chat_message_metadata_passthrough": {
+                "content_item_kinds": ["hooks.additional_context"]}}}
+        with copy.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+    return copy
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as home:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("LOOKBACK_")},
+               "LOOKBACK_HOME": home, "LOOKBACK_SERVER__PORT": str(port),
+               "CLAUDE_CONFIG_DIR": str(Path(home) / "no-claude"),
+               "CODEX_HOME": str(Path(home) / "no-codex")}
+        subprocess.run([LOOKBACK, "index", str(SESSIONS)], env=env, check=True,
+                       capture_output=True)
+        server = subprocess.Popen([LOOKBACK, "serve"], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            wait_for(url)
+            lean = [sys.executable, "-S", "-I", HOOK, "--url", url]
+            fresh = hook_input_for(MAIN)
+            time_runs(lean, 3, env, True, fresh)  # warm the reader and the OS caches
+            later = with_earlier_contexts(MAIN, Path(home), url, env)
+            report("python -S -I -c pass", time_runs(
+                [sys.executable, "-S", "-I", "-c", "pass"], args.runs, env, False, fresh))
+            report("installed hook", time_runs(lean, args.runs, env, True, fresh))
+            answers = _answers(lean, later, env)  # empty once everything is quoted
+            report("installed hook, 3 earlier ctx", time_runs(
+                lean, args.runs, env, answers, hook_input_for(later)))
+            report("lookback hook codex", time_runs(
+                [LOOKBACK, "hook", "codex"], args.runs, env, True, fresh))
+            down = [*lean[:-1], f"http://127.0.0.1:{free_port()}"]
+            report("installed hook, reader down", time_runs(down, args.runs, env, False, fresh))
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+
+
+def _answers(command: list[str], rollout: Path, env: dict[str, str]) -> bool:
+    done = subprocess.run(command, input=hook_input_for(rollout)(0), capture_output=True,
+                          env=env, check=False)
+    return bool(done.stdout)
+
+
+if __name__ == "__main__":
+    main()
