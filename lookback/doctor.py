@@ -26,6 +26,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from lookback import codex_config
+from lookback.errors import UserError
 from lookback.index.layout import ProjectDir, list_projects
 from lookback.index.status import project_status, recent_sessions
 from lookback.index.store import open_reader
@@ -33,6 +35,7 @@ from lookback.ingest.pipeline import peek_header
 from lookback.ingest.scan import (
     PathProblem,
     default_claude_projects_dir,
+    default_codex_sessions_dir,
     default_sessions_dir,
     session_files,
 )
@@ -45,6 +48,8 @@ LAG_PROBLEM_SECONDS = 60.0
 FRESHNESS_SESSIONS = 5
 #: The mark of Lookback's Claude Code hook command (``lookback install claude-code``).
 CLAUDE_HOOK_MARK = "claude_hook.py"
+#: The mark of Lookback's Codex hook command (``lookback install codex``).
+CODEX_HOOK_MARK = "codex_hook.py"
 #: The folder ``pi install`` is given (an editable install has it beside the package).
 PI_PACKAGE_DIR = Path(__file__).resolve().parents[1] / "integrations" / "pi"
 
@@ -108,6 +113,10 @@ class Situation:
     def claude_dir(self) -> Path:
         return Path(self.environ.get("CLAUDE_CONFIG_DIR") or self.user_home / ".claude")
 
+    @cached_property
+    def codex_home(self) -> Path:
+        return Path(self.environ.get("CODEX_HOME") or self.user_home / ".codex")
+
 
 Check = Callable[[Situation], Iterable[Finding]]
 
@@ -149,6 +158,10 @@ def check_session_folders(situation: Situation) -> list[Finding]:
         if settings.claude_code.read_by_default:
             folders.append(("sessions: claude-code", default_claude_projects_dir(
                 settings.claude_code.projects_dir, situation.environ)))
+        if settings.codex.read_by_default:
+            folders.append(("sessions: codex", default_codex_sessions_dir(
+                settings.codex.sessions_dir, {**situation.environ,
+                                              "CODEX_HOME": str(situation.codex_home)})))
     return [_folder_finding(situation, name, folder) for name, folder in folders]
 
 
@@ -237,13 +250,45 @@ def _hook_groups(settings: dict[str, Any]) -> list[dict[str, Any]]:
     return [g for g in groups or [] if isinstance(g, dict)]
 
 
-def _hook_problem(command: str, reader_url: str) -> str | None:
+def check_codex_hook(situation: Situation) -> list[Finding]:
+    """Lookback's UserPromptSubmit hook in ``$CODEX_HOME/hooks.json``, trusted in its
+    ``config.toml`` with the hash of the hook as it is now (``codex exec`` skips an untrusted
+    or changed hook without a word), and still able to work."""
+    home = situation.codex_home
+    if not home.is_dir():
+        return [Finding("codex hook", NOTE, f"Codex not found ({home})")]
+    hooks_file, fix = home / "hooks.json", "lookback install codex"
+    found = [(g, h, handler) for g, group in enumerate(_hook_groups(_json(hooks_file)))
+             for h, handler in enumerate(group.get("hooks") or [])
+             if isinstance(handler, dict) and CODEX_HOOK_MARK in str(handler.get("command"))]
+    if not found:
+        return [Finding("codex hook", PROBLEM, "Lookback's UserPromptSubmit hook is not in "
+                        f"{hooks_file}", fix)]
+    group, index, handler = found[-1]
+    problem = _hook_problem(str(handler["command"]), situation.reader_url, CODEX_HOOK_MARK)
+    if problem:
+        return [Finding("codex hook", PROBLEM, f"the hook in {hooks_file} {problem}", fix)]
+    try:
+        trusted = codex_config.trusted_hashes(codex_config.read_toml(home / "config.toml"))
+    except UserError as error:
+        return [Finding("codex hook", PROBLEM, str(error))]
+    key = codex_config.hook_key(hooks_file, "UserPromptSubmit", group, index)
+    if key not in trusted:
+        return [Finding("codex hook", PROBLEM, f"the hook in {hooks_file} is not trusted in "
+                        f"{home / 'config.toml'}: codex exec skips it silently", fix)]
+    if trusted[key] != codex_config.hook_hash("UserPromptSubmit", handler):
+        return [Finding("codex hook", PROBLEM, f"the hook in {hooks_file} changed since it "
+                        "was trusted: codex exec skips it silently", fix)]
+    return [Finding("codex hook", OK, f"installed in {hooks_file} and trusted")]
+
+
+def _hook_problem(command: str, reader_url: str, mark: str = CLAUDE_HOOK_MARK) -> str | None:
     """Why the installed hook command cannot work, or None."""
     try:
         parts = shlex.split(command)
     except ValueError:
         return "is not a command this version wrote"
-    scripts = [p for p in parts if p.endswith(CLAUDE_HOOK_MARK)]
+    scripts = [p for p in parts if p.endswith(mark)]
     if not parts or not Path(parts[0]).exists():
         return f"runs {parts[0] if parts else '(nothing)'}, which no longer exists"
     if scripts and not Path(scripts[0]).exists():
@@ -257,7 +302,7 @@ def _hook_problem(command: str, reader_url: str) -> str | None:
 def mcp_registrations(situation: Situation) -> list[tuple[str, list[tuple[Path, list[str]]], str]]:
     """Per MCP client: its name, the files (and the JSON key path of the server table in
     each) where it registers MCP servers, and the command that adds Lookback's. Another
-    client is one more row (Codex: ``~/.codex/config.toml``'s ``[mcp_servers]``)."""
+    client is one more row."""
     home = situation.user_home
     claude_json = Path(situation.environ.get("CLAUDE_CONFIG_DIR") or home) / ".claude.json"
     cwd = str(situation.cwd)
@@ -269,6 +314,8 @@ def mcp_registrations(situation: Situation) -> list[tuple[str, list[tuple[Path, 
         ("pi", [(situation.pi_agent_dir / "mcp.json", ["mcpServers"]),
                 (situation.cwd / ".pi" / "mcp.json", ["mcpServers"])],
          "pi mcp add lookback -- lookback mcp"),
+        ("codex", [(situation.codex_home / "config.toml", ["mcp_servers"])],
+         "codex mcp add lookback -- lookback mcp --provider openai"),
     ]
 
 
@@ -278,7 +325,8 @@ def check_mcp(situation: Situation) -> list[Finding]:
     findings = []
     for client, places, command in mcp_registrations(situation):
         found = next(((path, entry) for path, keys in places
-                      for entry in [_lookback_entry(_dig(_json(path), keys))] if entry), None)
+                      for entry in [_lookback_entry(_dig(_settings_file(path), keys))]
+                      if entry), None)
         if found is None:
             findings.append(Finding(f"mcp: {client}", NOTE, "Lookback's MCP server is not "
                                     f"registered (optional): {command}"))
@@ -375,12 +423,13 @@ def check_privacy(situation: Situation) -> list[Finding]:
     line = (f"remote providers see up to {privacy.default_max}"
             + (f"; {named}" if named else "")
             + f"; local ({', '.join(privacy.local_providers)}): everything; Claude Code's hook "
-            f"as {situation.settings.claude_code.provider}")
+            f"as {situation.settings.claude_code.provider}, Codex's as "
+            f"{situation.settings.codex.provider}")
     return [Finding("privacy", OK, line)]
 
 
 CHECKS: list[Check] = [check_reader, check_session_folders, check_pi_package, check_claude_hook,
-                       check_mcp, check_freshness, check_indexes, check_privacy]
+                       check_codex_hook, check_mcp, check_freshness, check_indexes, check_privacy]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,6 +472,16 @@ def _json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _settings_file(path: Path) -> dict[str, Any]:
+    """A client's settings file, JSON or (``.toml``, Codex's) TOML; {} when unreadable."""
+    if path.suffix != ".toml":
+        return _json(path)
+    try:
+        return codex_config.read_toml(path)
+    except UserError:
+        return {}
 
 
 def _dig(data: Any, keys: list[str]) -> Any:

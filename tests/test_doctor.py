@@ -219,3 +219,54 @@ def test_an_mcp_registration_whose_command_is_gone_is_a_problem(user, capsys):
     _, found = doctor(capsys)
     assert found["mcp: claude-code"][0]["status"] == "ok"
     assert found["mcp: pi"][0]["status"] == "note"  # not registered with Pi: optional
+
+
+CODEX_SESSIONS = Path(__file__).parent / "fixtures" / "codex" / "sessions"
+
+
+def test_codex_hook_missing_untrusted_or_changed_is_found_and_install_fixes_it(
+        user, capsys, monkeypatch):
+    codex_home = user / ".codex"
+    shutil.copytree(CODEX_SESSIONS, codex_home / "sessions")
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    code, found = doctor(capsys)
+    assert found["codex hook"][0]["status"] == "problem"
+    assert found["codex hook"][0]["fix"] == "lookback install codex"
+    assert found["sessions: codex"][0]["status"] == "problem"
+    assert found["sessions: codex"][0]["details"]["not_indexed"] == 4
+    for fix in (found["codex hook"][0]["fix"], found["sessions: codex"][0]["fix"]):
+        assert lookback(*shlex.split(fix)[1:]) == 0
+    code, found = doctor(capsys)
+    assert found["codex hook"][0]["status"] == "ok"
+    assert found["sessions: codex"][0]["summary"].endswith("4 sessions, all indexed")
+
+    hooks_file = codex_home / "hooks.json"
+    original = hooks_file.read_text()
+    hooks = json.loads(original)
+    hooks["hooks"]["UserPromptSubmit"][0]["hooks"][0]["timeout"] = 30  # edited by hand
+    hooks_file.write_text(json.dumps(hooks))
+    _, found = doctor(capsys)
+    assert "changed since it was trusted" in found["codex hook"][0]["summary"]
+    hooks_file.write_text(original)
+    config = codex_home / "config.toml"
+    config.write_text("\n".join(line for line in config.read_text().splitlines()
+                                if "trusted_hash" not in line and "hooks.state" not in line))
+    _, found = doctor(capsys)
+    assert "is not trusted" in found["codex hook"][0]["summary"]
+    assert lookback("install", "codex") == 0
+    _, found = doctor(capsys)
+    assert found["codex hook"][0]["status"] == "ok"
+
+
+def test_codex_mcp_registration_in_config_toml_is_found(user, capsys, monkeypatch):
+    codex_home = user / ".codex"
+    codex_home.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    _, found = doctor(capsys)
+    assert found["mcp: codex"][0]["status"] == "note"
+    assert "codex mcp add lookback" in found["mcp: codex"][0]["summary"]
+    (codex_home / "config.toml").write_text(
+        f'[mcp_servers.lookback]\ncommand = "{sys.executable}"\n'
+        'args = ["-m", "lookback.cli", "mcp", "--provider", "openai"]\n')
+    _, found = doctor(capsys)
+    assert found["mcp: codex"][0]["status"] == "ok"
