@@ -20,7 +20,7 @@ from lookback.query.search.history import HistorySearch
 from lookback.query.search.reader import IndexReader
 from lookback.query.search.request import RequestError, parse_request
 from lookback.query.search.retrieve import Retriever
-from lookback.settings import Settings, load_settings
+from lookback.settings import Privacy, Settings, load_settings
 
 __all__ = ["RequestError", "health", "retrieve", "search", "source"]
 
@@ -45,9 +45,19 @@ def default_reader(settings: Settings) -> IndexReader:
         return reader
 
 
+_policies: dict[int, tuple[Privacy, PrivacyPolicy]] = {}
+
+
 def privacy_policy(settings: Settings) -> PrivacyPolicy:
-    """The configured privacy policy: every path that returns session text uses it."""
-    return PrivacyPolicy.from_settings({"privacy": settings.privacy.as_dict()})
+    """The configured privacy policy, built once per settings (every path that returns
+    session text asks its ``gate``)."""
+    section = settings.privacy
+    found = _policies.get(id(section))
+    if found is None or found[0] is not section:
+        if len(_policies) >= 16:  # settings are loaded once per process, tests load many
+            _policies.clear()
+        found = _policies[id(section)] = (section, PrivacyPolicy.from_settings(section))
+    return found[1]
 
 
 @contextmanager

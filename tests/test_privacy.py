@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lookback.errors import SettingsError
 from lookback.query.privacy.policy import (
     Classification,
     PrivacyPolicy,
@@ -14,6 +15,7 @@ from lookback.query.privacy.policy import (
     classify,
     classify_spans,
 )
+from lookback.settings import Privacy, load_settings
 from tests.server import test_privacy_gate
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi-sessions"
@@ -215,8 +217,15 @@ SETTINGS = {
 }
 
 
+def typed(privacy: object, tmp_home: Path | None = None) -> Privacy:
+    """``privacy`` as the settings loader makes it (its shape checked there)."""
+    home = tmp_home or Path("/nonexistent-lookback-home")
+    return load_settings(overrides={"privacy": privacy}, environ={"LOOKBACK_HOME": str(home)}
+                         ).privacy
+
+
 def test_policy_from_settings():
-    policy = PrivacyPolicy.from_settings(SETTINGS)
+    policy = PrivacyPolicy.from_settings(typed(SETTINGS["privacy"]))
     assert policy.max_for("anthropic") is Classification.INTERNAL
     assert policy.max_for("OpenAI") is Classification.NORMAL
     assert policy.max_for("ollama") is Classification.LOCAL_ONLY
@@ -225,10 +234,12 @@ def test_policy_from_settings():
 
 
 def test_policy_defaults_treat_every_provider_as_remote():
-    policy = PrivacyPolicy.from_settings({})
+    policy = PrivacyPolicy.from_settings(None)
     assert policy.max_for("ollama") is Classification.INTERNAL
-    env_style = {"privacy": {"local_providers": "ollama, lmstudio", "default_max": "normal"}}
-    policy = PrivacyPolicy.from_settings(env_style)
+    environ = {"LOOKBACK_HOME": "/nonexistent-lookback-home",
+               "LOOKBACK_PRIVACY__LOCAL_PROVIDERS": "ollama, lmstudio",
+               "LOOKBACK_PRIVACY__DEFAULT_MAX": "normal"}
+    policy = PrivacyPolicy.from_settings(load_settings(environ=environ))
     assert policy.max_for("lmstudio") is Classification.LOCAL_ONLY
     assert policy.max_for("anthropic") is Classification.NORMAL
 
@@ -239,15 +250,25 @@ def test_policy_defaults_treat_every_provider_as_remote():
         ({"default_max": "top-secret"}, "unknown privacy classification"),
         ({"default_max": "local-only"}, "default_max cannot be local-only"),
         ({"providers": {"anthropic": "local-only"}}, "anthropic cannot be local-only"),
-        ({"providers": ["anthropic"]}, "providers must map"),
-        ({"local_providers": [1]}, "provider names are strings"),
-        ({"max": "internal"}, "unknown privacy setting"),
-        ("internal", "must be a table"),
     ],
 )
-def test_bad_settings_get_a_clear_error(privacy, message):
+def test_bad_levels_get_a_clear_error(privacy, message):
     with pytest.raises(PrivacySettingsError, match=message):
-        PrivacyPolicy.from_settings({"privacy": privacy})
+        PrivacyPolicy.from_settings(typed(privacy))
+
+
+@pytest.mark.parametrize(
+    ("privacy", "message"),
+    [
+        ({"providers": ["anthropic"]}, "privacy.providers: expected a table"),
+        ({"local_providers": [1]}, r"privacy.local_providers\[0\]: expected `str`"),
+        ({"max": "internal"}, "unknown setting 'privacy.max'"),
+        ("internal", "setting privacy: expected a table"),
+    ],
+)
+def test_malformed_settings_get_a_clear_error_where_they_are_loaded(privacy, message):
+    with pytest.raises(SettingsError, match=message):
+        typed(privacy)
 
 
 def evidence(entry_id: str, excerpt: str, **extra) -> dict:
@@ -261,7 +282,7 @@ def test_the_policy_withholds_whole_sources_and_keeps_no_text():
         evidence("e3", "config:\n" + SECRETS["postgres url"]),
         evidence("e4", PEM),
     ]
-    policy = PrivacyPolicy.from_settings(SETTINGS)
+    policy = PrivacyPolicy.from_settings(typed(SETTINGS["privacy"]))
     allowed, excluded = policy.apply(items, "anthropic")
     assert [(i["entry_id"], i["classification"]) for i in allowed] == [
         ("e1", "normal"),
@@ -279,7 +300,7 @@ def test_the_policy_withholds_whole_sources_and_keeps_no_text():
 
 
 def test_local_provider_sees_local_only_evidence():
-    policy = PrivacyPolicy.from_settings(SETTINGS)
+    policy = PrivacyPolicy.from_settings(typed(SETTINGS["privacy"]))
     allowed, excluded = policy.apply([evidence("e4", PEM)], "ollama")
     assert [i["classification"] for i in allowed] == ["local-only"] and excluded == []
 

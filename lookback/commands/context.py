@@ -2,8 +2,9 @@
 
 The manifest (``query.context.manifest``) holds ids, scores, classifications and counts, never
 text; ``retrieved`` re-reads each item's excerpt from the local index by entry id and
-shows it only when the privacy gate admits the whole row for ``--provider`` (default:
-an unnamed remote provider, the strictest reading), as every other path that returns text.
+shows it only when the privacy gate (``PrivacyPolicy.gate``, as every other path that
+returns text) admits the whole row for ``--provider`` (default: an unnamed remote
+provider, the strictest reading).
 Without ``--session-id``/``--session-file`` the most recently recorded session is shown.
 By default the latest retrieval is shown; ``all`` shows every record kept.
 """
@@ -23,7 +24,7 @@ from lookback.index.layout import find_project
 from lookback.index.store import open_reader
 from lookback.ingest.pipeline import peek_header
 from lookback.query.context.manifest import ManifestStore
-from lookback.query.privacy import PrivacyPolicy, classify_source
+from lookback.query.privacy import PrivacyPolicy
 from lookback.settings import Settings
 
 VIEWS = ("retrieved", "manifest", "included", "excluded")
@@ -86,8 +87,9 @@ def _with_excerpts(settings: Settings, record: dict, policy: PrivacyPolicy,
                    provider: str | None) -> dict:
     """A copy of ``record`` whose items carry their excerpt, read from the local index.
 
-    A row the policy does not admit for ``provider`` keeps its excerpt ``None`` and says
-    why in ``withheld`` (its classification), as the retrieval response's ``excluded`` does.
+    A row the gate does not admit for ``provider`` keeps its excerpt ``None`` and says
+    why: ``withheld`` (its classification) and ``withheld_reason`` (the gate's, as the
+    retrieval response's ``excluded`` words it).
     """
     record = {**record, "items": [dict(item) for item in record.get("items", [])]}
     texts = _entry_texts(settings, record.get("project"),
@@ -97,11 +99,12 @@ def _with_excerpts(settings: Settings, record: dict, policy: PrivacyPolicy,
         item["excerpt"] = None
         if text is None:
             continue
-        level = classify_source(text).classification
-        if policy.admits(level, provider):
+        verdict = policy.gate(text, provider)
+        if verdict.admitted:
             item["excerpt"] = _shorten(text)
         else:
-            item["withheld"] = str(level)
+            item["withheld"] = verdict.classification.label
+            item["withheld_reason"] = verdict.reason
     return record
 
 
@@ -163,7 +166,8 @@ def render(view: str, records: list[dict], session_id: str) -> list[str]:
                 if excerpt:
                     shown = json.dumps(excerpt, ensure_ascii=False)
                 elif item.get("withheld"):
-                    shown = f"(withheld: {item['withheld']})"
+                    why = item.get("withheld_reason") or ""
+                    shown = f"(withheld: {item['withheld']}) {why}".rstrip()
                 else:
                     shown = "(not in index)"
                 lines.append(f"  {item.get('entry_id')}: {shown}")

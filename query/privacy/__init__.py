@@ -12,8 +12,10 @@ from lookback.query import lazy_exports
 #: Public name -> the module of this package that defines it.
 _EXPORTS = {
     "Classification": "policy",
+    "ClassificationResult": "policy",
     "PrivacyPolicy": "policy",
     "PrivacySettingsError": "policy",
+    "Verdict": "policy",
     "classify": "policy",
     "classify_spans": "policy",
     "classify_source": "policy",

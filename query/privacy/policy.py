@@ -16,29 +16,32 @@ THIS machine": a provider the user lists in ``local_providers`` runs on this mac
 call that names no provider, is remote and sees up to its configured level (default
 ``internal``), never ``local-only``.
 
-**The one gate.** Every path that returns session text — retrieval, ``/v1/search``,
-``/v1/source``, ``/v1/plan``, ``lookback.api``, the CLI and the Pi tool built on them —
-classifies with ``classify_source`` (the WHOLE indexed text of the source row, never
-just the excerpt it shows: a PEM body or a URL password outside the excerpt window still
-withholds it) and decides with ``PrivacyPolicy.admits`` / ``PrivacyPolicy.apply`` under
-the policy built from the settings (``PrivacyPolicy.from_settings``).
+**The one gate.** Every path that returns session text — retrieval, history search,
+source, ``lookback context retrieved``, and what is built on them (the HTTP endpoints,
+the CLI, the MCP tools, the Claude Code and Codex hooks, the Pi extension) — asks
+``PrivacyPolicy.gate`` about each source under the policy built once from the typed
+settings (``PrivacyPolicy.from_settings``). The gate classifies with ``classify_source``
+(the WHOLE indexed text of the source row, never just the excerpt it shows: a PEM body
+or a URL password outside the excerpt window still withholds it) and words every
+refusal the same way (``Verdict.reason``).
 
-``apply`` treats each evidence message atomically: when any span is above the
-provider's level the whole source is withheld, and the excluded record keeps only the
-source id, classification and reason — never text.
+``apply`` is the gate over a list of evidence items: each is treated atomically — when
+any span is above the provider's level the whole source is withheld, and the excluded
+record keeps only the source id, classification and reason — never text.
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lookback.errors import SettingsError
 from lookback.query.context.messages import message_text
 from lookback.query.privacy.secrets import PRIVATE_KEY, find_secrets
+from lookback.settings import Privacy, Settings
 
 
 class Classification(enum.IntEnum):
@@ -153,29 +156,21 @@ def classify_source(text: str | None) -> ClassificationResult:
     return classify_spans(text if isinstance(text, str) else "")
 
 
-#: Settings keys of the ``privacy`` section.
-_SETTINGS_KEYS = frozenset({"default_max", "local_providers", "providers"})
-
-
 def _provider_key(provider: str) -> str:
     return provider.strip().lower()
 
 
-def _provider_names(value: Any) -> frozenset[str]:
-    """``local_providers`` as a list from TOML or a comma-separated string from env."""
-    if isinstance(value, str):
-        value = value.split(",")
-    if not isinstance(value, Iterable) or isinstance(value, Mapping):
-        raise PrivacySettingsError("privacy.local_providers must be a list of provider names")
-    names = []
-    for name in value:
-        if not isinstance(name, str):
-            raise PrivacySettingsError(
-                f"privacy.local_providers holds {name!r}; provider names are strings"
-            )
-        if name.strip():
-            names.append(_provider_key(name))
-    return frozenset(names)
+@dataclass(frozen=True)
+class Verdict:
+    """What the gate decided about one source: its classification and, when it is
+    withheld, why (the one wording every path reports; never any text of the source)."""
+
+    classification: Classification
+    reason: str | None = None
+
+    @property
+    def admitted(self) -> bool:
+        return self.reason is None
 
 
 @dataclass(frozen=True)
@@ -206,36 +201,19 @@ class PrivacyPolicy:
                 )
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any] | None) -> PrivacyPolicy:
-        """Build the policy from settings (TOML/env dict) holding a ``privacy`` section.
-
-        Example: ``{"privacy": {"default_max": "internal", "local_providers": ["ollama"],
-        "providers": {"anthropic": "internal"}}}``. Missing keys take the defaults;
-        malformed ones raise ``PrivacySettingsError`` naming the key.
-        """
+    def from_settings(cls, settings: Settings | Privacy | None) -> PrivacyPolicy:
+        """The policy of the typed settings (``lookback.settings``: their shape is checked
+        where they are loaded; the levels and the local-only rule here). Build it once and
+        keep it (``lookback.api.privacy_policy``); ``None`` is the built-in default."""
         if settings is None:
             return cls()
-        if not isinstance(settings, Mapping):
-            raise PrivacySettingsError("settings must be a mapping")
-        section = settings.get("privacy") or {}
-        if not isinstance(section, Mapping):
-            raise PrivacySettingsError("the privacy settings must be a table/mapping")
-        unknown = sorted(set(section) - _SETTINGS_KEYS)
-        if unknown:
-            raise PrivacySettingsError(
-                f"unknown privacy setting(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(_SETTINGS_KEYS))}"
-            )
-        providers = section.get("providers") or {}
-        if not isinstance(providers, Mapping):
-            raise PrivacySettingsError("privacy.providers must map provider names to levels")
+        section = settings if isinstance(settings, Privacy) else settings.privacy
         return cls(
-            default_max=Classification.parse(section.get("default_max", "internal")),
-            local_providers=_provider_names(section.get("local_providers", ())),
-            providers={
-                _provider_key(str(name)): Classification.parse(level)
-                for name, level in providers.items()
-            },
+            default_max=Classification.parse(section.default_max),
+            local_providers=frozenset(_provider_key(name) for name in section.local_providers
+                                      if name.strip()),
+            providers={_provider_key(name): Classification.parse(level)
+                       for name, level in section.providers.items()},
         )
 
     def max_for(self, provider: str | None) -> Classification:
@@ -253,9 +231,24 @@ class PrivacyPolicy:
         """Whether ``provider`` may see text classified ``level``."""
         return level <= self.max_for(provider)
 
+    def gate(self, source: str | ClassificationResult | None,
+             provider: str | None) -> Verdict:
+        """The one privacy gate: may ``provider`` see the source whose whole indexed text
+        is ``source`` (or its ``classify_source`` result, memoized by the caller)?"""
+        result = source if isinstance(source, ClassificationResult) else \
+            classify_source(source)
+        allowed_max = self.max_for(provider)
+        if result.classification <= allowed_max:
+            return Verdict(result.classification)
+        return Verdict(result.classification,
+                       f"privacy: {result.classification.label} exceeds {allowed_max.label} "
+                       f"allowed for provider {provider or '(unnamed)'} "
+                       f"({', '.join(result.reasons)})")
+
     def apply(self, evidence: list[dict], provider: str | None,
               sources: list[str | None] | None = None) -> tuple[list[dict], list[dict]]:
-        """Split ``evidence`` into what ``provider`` may see and what it may not.
+        """``gate`` over a list: split ``evidence`` into what ``provider`` may see and what
+        it may not.
 
         Each item is classified from its ``excerpt``, the text of its ``message``, the
         whole text of its source row when ``sources`` gives it (one per item; callers
@@ -264,7 +257,6 @@ class PrivacyPolicy:
         (its label). Excluded records are ``{"source", "entry_id", "session_id",
         "classification", "reason"}``.
         """
-        allowed_max = self.max_for(provider)
         allowed: list[dict] = []
         excluded: list[dict] = []
         for position, item in enumerate(evidence):
@@ -276,15 +268,12 @@ class PrivacyPolicy:
             result = classify_evidence(item)
             if sources is not None:
                 result = _highest(result, classify_source(sources[position]))
-            if result.classification > allowed_max:
-                reason = (
-                    f"privacy: {result.classification.label} exceeds {allowed_max.label} "
-                    f"allowed for provider {provider or '(unnamed)'}"
-                    f" ({', '.join(result.reasons)})"
-                )
-                excluded.append(excluded_record(item, result.classification.label, reason))
+            verdict = self.gate(result, provider)
+            if verdict.reason is not None:
+                excluded.append(excluded_record(item, verdict.classification.label,
+                                                verdict.reason))
             else:
-                allowed.append({**item, "classification": result.classification.label})
+                allowed.append({**item, "classification": verdict.classification.label})
         return allowed, excluded
 
 

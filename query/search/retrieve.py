@@ -30,7 +30,7 @@ from lookback.query.context.evidence import (
 )
 from lookback.query.context.messages import estimate_message_tokens
 from lookback.query.privacy.policy import (
-    Classification,
+    ClassificationResult,
     PrivacyPolicy,
     classify_source,
     excluded_record,
@@ -241,7 +241,6 @@ class Retriever:
         that fails the budget is full, and no lower-ranked source takes its place.
         """
         budget = request.max_retrieved_history_tokens
-        ceiling = self.policy.max_for(request.provider)
         used = 0
         evidence: list[dict[str, Any]] = []
         excluded: list[dict[str, Any]] = []
@@ -254,16 +253,16 @@ class Retriever:
                 if ranked[position].row.text is None:
                     load_texts(connection, (i.row for i in ranked[position:position + 8]))
 
-            level = self._classification(index_file, item.row, read_text)
-            built = self._build_item(index_file, item, level.label, read_text)
-            if level > ceiling:
-                excluded.append(excluded_record(built, level.label, f"privacy: {level.label} "
-                                                f"exceeds {ceiling.label} for this provider"))
+            verdict = self.policy.gate(self._classification(index_file, item.row, read_text),
+                                       request.provider)
+            label = verdict.classification.label
+            built = self._build_item(index_file, item, label, read_text)
+            if verdict.reason is not None:
+                excluded.append(excluded_record(built, label, verdict.reason))
                 continue
-            fitted = self._fitted(index_file, item, level.label, read_text, built,
-                                  budget - used)
+            fitted = self._fitted(index_file, item, label, read_text, built, budget - used)
             if fitted is None:
-                excluded.append(excluded_record(built, level.label, "retrieval budget"))
+                excluded.append(excluded_record(built, label, "retrieval budget"))
                 break
             evidence.append(fitted)
             used += fitted["tokens"]
@@ -306,14 +305,15 @@ class Retriever:
         return _copy_item(built)  # type: ignore[arg-type]
 
     def _classification(self, index_file: str, row: Row,
-                        read_text: Callable[[], None]) -> Classification:
+                        read_text: Callable[[], None]) -> ClassificationResult:
+        """The row's whole-text classification, memoized per row (rows never change)."""
         key = ("classification", index_file, row.rowid)
-        level = self.reader.entries.get(key)
-        if level is None:
+        result = self.reader.entries.get(key)
+        if result is None:
             read_text()
-            level = classify_source(row.text).classification
-            self.reader.entries.put(key, level)
-        return level  # type: ignore[return-value]
+            result = classify_source(row.text)
+            self.reader.entries.put(key, result)
+        return result  # type: ignore[return-value]
 
 
 @functools.lru_cache(maxsize=1024)
