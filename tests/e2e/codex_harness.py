@@ -77,16 +77,15 @@ def install_codex(cache: Path | None = None, timeout: float = 900) -> Path:
 
 
 def item_text(item: dict) -> str:
-    """All text of one input item (message parts, a tool output)."""
+    """All text of one input item (message parts, a tool output: a string, or parts for an
+    MCP tool's result)."""
     parts: list[str] = []
-    content = item.get("content")
-    if isinstance(content, str):
-        parts.append(content)
-    for part in content if isinstance(content, list) else []:
-        if isinstance(part, dict) and isinstance(part.get("text"), str):
-            parts.append(part["text"])
-    if isinstance(item.get("output"), str):
-        parts.append(item["output"])
+    for value in (item.get("content"), item.get("output")):
+        if isinstance(value, str):
+            parts.append(value)
+        for part in value if isinstance(value, list) else []:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
     return "\n".join(parts)
 
 
@@ -122,8 +121,14 @@ def _message(number: int, text: str) -> dict:
 
 
 def _call(number: int, name: str, arguments: dict) -> dict:
-    return {"type": "function_call", "id": f"fc_fake{number:04d}", "call_id": f"call_{number:04d}",
-            "name": name, "arguments": json.dumps(arguments)}
+    """A function call; an MCP tool (``mcp__<server>__<tool>``) is called in its namespace,
+    the way Codex declares those tools (a ``namespace`` tool ``mcp__<server>``)."""
+    call = {"type": "function_call", "id": f"fc_fake{number:04d}",
+            "call_id": f"call_{number:04d}", "name": name, "arguments": json.dumps(arguments)}
+    if name.startswith("mcp__") and name.count("__") >= 2:
+        namespace, _, tool = name.rpartition("__")
+        call.update(name=tool, namespace=namespace)
+    return call
 
 
 def _events(response_id: str, items: list[dict], input_tokens: int) -> Iterator[dict]:

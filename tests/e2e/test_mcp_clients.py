@@ -1,13 +1,13 @@
 """`lookback mcp` answering the real MCP clients, offline: Claude Code (registered with its own
 `claude mcp add`, on stdio and over HTTP to `lookback serve --mcp` with a token) and Pi 1.x
 (its `mcp.json`, with `"exposure": "direct"` so the model sees the tools; Pi's default,
-codemode, reaches them only from scripts).
+codemode, reaches them only from scripts), and Codex (`codex mcp add`, its config.toml's
+`[mcp_servers]`, against a fake Responses API).
 
 Each test indexes the compacted e2e session (its early turn about `AppMessage[]` is out of
 the model's context), lets the fake model call `history_search` through the client, and checks
 that the tool result the client hands back to the model quotes that turn in an evidence
-envelope. A Codex test is one more function of the same shape (its `codex mcp add` and a fake
-Responses API).
+envelope.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tests.server.conftest import settings_for
 from tests.support import index_paths
 
 from .claude_harness import CALL_TOOL, ClaudeRunner, FakeAnthropic, install_claude, text_of
+from .codex_harness import CodexRunner, FakeResponses, install_codex, item_text
 from .harness import (
     EVIDENCE_HEADER,
     FakeModelServer,
@@ -221,4 +222,38 @@ def test_pi_1x_over_http_with_a_bearer_token(tmp_path):
                if m.get("role") == "tool"]
     assert results, f"Pi sent no tool result; stderr: {run.stderr[-1000:]}"
     text = message_text(results[-1])
+    assert EVIDENCE_HEADER in text and EARLY_QUOTED in text
+
+
+def test_codex_calls_history_search_and_receives_the_quoted_turn(indexed, tmp_path):
+    data, project = indexed
+    binary = installed_or_fail(install_codex, "Codex")
+    with FakeResponses() as model:
+        runner = CodexRunner(binary, model, tmp_path / "codex")
+        runner.setup()
+        added = subprocess.run(
+            [str(binary), "mcp", "add", "lookback",
+             *(part for k, v in server_env(data).items() for part in ("--env", f"{k}={v}")),
+             "--", LOOKBACK, "mcp", "--provider", "openai"],
+            cwd=project, env=runner.environment(), capture_output=True, text=True,
+            timeout=120, check=False)
+        assert added.returncode == 0, added.stderr
+        config = runner.codex_home / "config.toml"
+        assert "[mcp_servers.lookback]" in config.read_text()
+        # Codex gives an optional server 1 s to start before it leaves its tools out of the
+        # turn; `lookback mcp` (the SDK's imports) takes longer: required, as docs/mcp.md says
+        config.write_text(config.read_text().replace(
+            "[mcp_servers.lookback]\n",
+            "[mcp_servers.lookback]\nrequired = true\nstartup_timeout_sec = 60\n"))
+        arguments = {"query": "AppMessage[]", "scope": "project", "project": str(project)}
+        run = runner.run(project, "--skip-git-repo-check",
+                         f"{CALL_TOOL} {SEARCH} {json.dumps(arguments)}")
+    assert run.returncode == 0, run.stderr[-2000:]
+    declared = {f"{t['name']}__{inner['name']}" for t in run.requests[0].body.get("tools") or []
+                if t.get("type") == "namespace" for inner in t.get("tools") or []}
+    assert SEARCH in declared, declared  # Codex declares them as the namespace mcp__lookback
+    outputs = [item for request in run.requests for item in request.body.get("input") or []
+               if item.get("type") == "function_call_output"]
+    assert outputs, f"Codex sent no tool output; stderr: {run.stderr[-1000:]}"
+    text = item_text(outputs[-1])
     assert EVIDENCE_HEADER in text and EARLY_QUOTED in text
