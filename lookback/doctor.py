@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lookback import codex_config
+from lookback.background import read_started
 from lookback.errors import UserError
 from lookback.index.layout import ProjectDir, list_projects
 from lookback.index.status import project_status, recent_sessions
@@ -144,8 +145,14 @@ def check_reader(situation: Situation) -> list[Finding]:
         return [Finding("reader", PROBLEM, f"no reader answers at {url}: the Pi extension "
                         "and the Claude Code hook add nothing", "lookback serve")]
     version, mode = health.get("version", "unknown"), health.get("mode", "unknown")
-    return [Finding("reader", OK, f"{url} answers (version {version}, {mode} mode)",
-                    details={"url": url, "version": version, "mode": mode})]
+    details = {"url": url, "version": version, "mode": mode, "started_by": None}
+    summary = f"{url} answers (version {version}, {mode} mode)"
+    started = read_started(situation.settings)
+    if started is not None and started.alive():
+        # Started in the background by `lookback serve --ensure` (the Pi extension, a hook).
+        details["started_by"] = started.started_by
+        summary += f", started by {started.started_by} (pid {started.pid}, log {started.log})"
+    return [Finding("reader", OK, summary, details=details)]
 
 
 def check_session_folders(situation: Situation) -> list[Finding]:

@@ -19,8 +19,9 @@
  */
 
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { ReaderStarter } from "./src/autostart.ts";
 import { COMMAND_TIMEOUT_MS, registerHistoryTool } from "./src/history-tool.ts";
-import { ReaderClient, deadline, describe } from "./src/reader-client.ts";
+import { NUDGE_TIMEOUT_MS, ReaderClient, deadline, describe } from "./src/reader-client.ts";
 import { renderManifest, renderRetrieved } from "./src/rendering.ts";
 import { type LastRetrieval, retrieveAndPlan } from "./src/retrieve.ts";
 import { type SessionView, persisted } from "./src/session-view.ts";
@@ -46,6 +47,7 @@ export default function lookback(pi: ExtensionAPI): void {
 	};
 	// The reader client is a session resource: opened on session_start, closed on session_shutdown.
 	let reader: ReaderClient | undefined;
+	const starter = new ReaderStarter(settings, log);
 	let last: LastRetrieval | undefined;
 	// The session file as plain data, captured while the ctx is live: handlers that run after Pi
 	// closed the ctx (print mode ends with a compaction) must never touch it again.
@@ -61,6 +63,18 @@ export default function lookback(pi: ExtensionAPI): void {
 	pi.on("session_start", async (_event, ctx) => {
 		reader ??= new ReaderClient(settings);
 		remember(ctx);
+		// A new session writes its file only after the first reply, so its first call asks
+		// nothing: find out now whether the reader runs, and start it if not (fail-open).
+		if (!settings.disabled) {
+			const { signal, done } = deadline(NUDGE_TIMEOUT_MS);
+			reader
+				.call("GET", "/v1/health", undefined, signal)
+				.then(() => starter.answered())
+				.catch((error: unknown) => {
+					if (describe(error) === "connection refused") starter.refused();
+				})
+				.finally(done);
+		}
 	});
 	pi.on("session_shutdown", async () => {
 		reader?.close();
@@ -79,7 +93,10 @@ export default function lookback(pi: ExtensionAPI): void {
 			// The other calls of a tool loop find their last message persisted already.
 			if (!persisted(session, event.messages)) await new Promise((resolve) => setTimeout(resolve, 0));
 			const outcome = await retrieveAndPlan(reader, settings, session, event.messages, ctx.model, signal, log);
-			if (outcome.last) last = outcome.last;
+			if (outcome.last) {
+				last = outcome.last;
+				starter.answered();
+			}
 			const phases = outcome.last ? ` ${Object.entries(outcome.last.phases).map(([k, v]) => `${k}=${v}`).join(" ")}` : "";
 			log(
 				`retrieve status=${outcome.last?.status ?? "skipped"} evidence=${outcome.last?.evidence.length ?? 0} ` +
@@ -89,6 +106,7 @@ export default function lookback(pi: ExtensionAPI): void {
 		} catch (error) {
 			const why = signal?.aborted ? "cancelled" : describe(error);
 			log(`retrieve failed: ${why} ms=${(performance.now() - started).toFixed(2)}`);
+			if (why === "connection refused") starter.refused();
 			return undefined;
 		}
 	});

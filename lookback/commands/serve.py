@@ -8,6 +8,7 @@ import logging
 import sys
 
 from lookback.commands.common import load
+from lookback.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,13 +26,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mcp-provider", help="with --mcp: the provider MCP clients' results "
                         "are for (default: an unnamed remote provider; a client may name one "
                         "in its URL: /mcp?provider=anthropic)")
+    background = parser.add_mutually_exclusive_group()
+    background.add_argument("--ensure", action="store_true",
+                            help="return at once; start the reader in the background (detached, "
+                                 "logged to <home>/logs/serve.log) unless one answers or is "
+                                 "starting: what the Pi extension and the hooks run")
+    background.add_argument("--stop", action="store_true",
+                            help="stop the reader --ensure started")
+    parser.add_argument("--started-by", default="user",
+                        help="with --ensure: who asks (recorded for lookback doctor)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    settings = load(args)
+    if args.ensure or args.stop:
+        return _background(settings, args)
     from lookback.server import make_server, serve_forever
 
-    settings = load(args)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(message)s")
     if args.mcp:
@@ -48,4 +60,19 @@ def run(args: argparse.Namespace) -> int:
         {"event": "listening", "host": host, "port": port,
          "tokens": server.app.grants.required, "mcp": "/mcp" in server.mounts}))
     serve_forever(server)
+    return 0
+
+
+def _background(settings: Settings, args: argparse.Namespace) -> int:
+    from lookback import background
+
+    if args.ensure:
+        state = background.ensure(settings, args.started_by, args.port)
+        print(json.dumps({"reader": state, "log": str(background.log_path(settings))}))
+        return 0
+    stopped = background.stop(settings)
+    if stopped is None:
+        print("no background reader runs", file=sys.stderr)
+        return 1
+    print(json.dumps({"stopped": stopped.pid, "started_by": stopped.started_by}))
     return 0

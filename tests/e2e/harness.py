@@ -628,13 +628,16 @@ class PiRunner:
         return command + ["--session", str(session_file), "-p", prompt]
 
     def environment(self, env: dict[str, str] | None) -> dict[str, str]:
-        """A clean environment: no inherited LOOKBACK_* settings, and a reader address where
-        nothing listens unless the test names one (a real local reader must not leak in)."""
+        """A clean environment: no inherited LOOKBACK_* settings, a reader address where
+        nothing listens unless the test names one (a real local reader must not leak in), and
+        no reader started by the extension unless the test asks (LOOKBACK_AUTOSTART)."""
         base = {k: v for k, v in os.environ.items() if not k.startswith(("LOOKBACK_", "PI_"))}
         base.update(
             PI_CODING_AGENT_DIR=str(self.agent_dir),
             PI_OFFLINE="1",
             LOOKBACK_URL=f"http://127.0.0.1:{free_port()}",
+            # A test's "no reader" stays so: the extension must not start one by itself.
+            LOOKBACK_AUTOSTART="0",
         )
         base.update(self.client_env)
         base.update(env or {})

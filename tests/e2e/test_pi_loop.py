@@ -32,8 +32,10 @@ from .harness import (
     evidence_before_prompt,
     free_port,
     message_text,
+    prepare_session,
     read_session,
     reader_process,
+    wait_for_health,
     write_agent_dir,
 )
 
@@ -79,6 +81,7 @@ class InstalledPi:
     agent_dir: Path
     reader_url: str
     client_env: dict[str, str] = field(default_factory=dict)  # PiClient.env (Node on PATH)
+    extra_env: dict[str, str] = field(default_factory=dict)  # what a test adds last
 
     def install(self) -> None:
         done = subprocess.run([str(self.pi), "install", str(PACKAGE)], env=self.env(),
@@ -90,7 +93,8 @@ class InstalledPi:
     def env(self) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("LOOKBACK_", "PI_"))}
         return {**base, **self.client_env, "PI_CODING_AGENT_DIR": str(self.agent_dir),
-                "PI_OFFLINE": "1", "LOOKBACK_URL": self.reader_url}
+                "PI_OFFLINE": "1", "LOOKBACK_URL": self.reader_url, "LOOKBACK_AUTOSTART": "0",
+                **self.extra_env}
 
     def run(self, cwd: Path, prompt: str, *args: str) -> subprocess.CompletedProcess:
         command = [str(self.pi), "--offline", "--provider", "fakellm", "--model", "fake-model",
@@ -224,3 +228,48 @@ def test_an_old_v1_session_rewritten_by_pi_is_answered_with_its_new_ids(pi_clien
     assert expected in sources
     ids = {e["id"] for e in entries}
     assert all(source in ids for source in sources), sources
+
+
+AUTOSTART_PROMPT = "Does `AgentSession.messages` still return `AppMessage[]` after the refactor?"
+AUTOSTART_EARLY_TEXT = "get messages(): Message[]; not AppMessage with our extension?"
+
+
+@pytest.mark.timeout(300)
+def test_a_new_user_who_never_starts_the_reader_gets_evidence_from_the_second_call(
+        pi_client, tmp_path):
+    """`pip install` + `pi install`, then Pi as always: the first call finds no reader, is
+    answered fail-open and starts one (`lookback serve --ensure`); the next gets evidence."""
+    project = tmp_path / "project"
+    project.mkdir()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("")
+    with FakeModelServer() as model:
+        agent = write_agent_dir(tmp_path / "agent", model.port)
+        sessions = agent / "sessions" / "--project--"
+        sessions.mkdir(parents=True)
+        session = prepare_session(sessions, project)
+        path = os.pathsep.join([str(REPO_ROOT / ".venv" / "bin"),
+                                pi_client.env.get("PATH", os.environ["PATH"])])
+        user_shell = {"PATH": path, "LOOKBACK_AUTOSTART": "1", "LOOKBACK_DEBUG": "1",
+                      **reader_env(home, agent)}
+        pi = InstalledPi(pi_client.binary, agent, url, pi_client.env, user_shell)
+        pi.install()
+        try:
+            ran = pi.run(project, AUTOSTART_PROMPT, "--session", str(session))
+            [first] = model.take()
+            assert not any(EVIDENCE_HEADER in message_text(m) for m in first["messages"])
+            assert "[lookback] reader not running: lookback serve --ensure" in ran.stderr
+            wait_for_health(url, timeout=60)
+            started = json.loads((home / "serve.pid").read_text())
+            assert started["started_by"] == "pi" and started["port"] == port
+            pi.run(project, AUTOSTART_PROMPT, "--session", str(session))
+            [second] = model.take()
+        finally:
+            subprocess.run([LOOKBACK, "--home", str(home), "serve", "--stop"],
+                           capture_output=True, timeout=60, check=False)
+    inserted = evidence_before_prompt(second, AUTOSTART_PROMPT)
+    assert any(AUTOSTART_EARLY_TEXT in text for text in inserted)
+    assert not (home / "serve.pid").exists()

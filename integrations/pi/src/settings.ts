@@ -12,9 +12,9 @@ export interface Settings {
 	historyTool: boolean;
 	disabled: boolean;
 	debug: boolean;
-	/** Start `lookback serve` in the background when no reader answers (`lookback serve --ensure`). */
+	/** Run `lookback serve --ensure` when no reader listens at a loopback URL (`LOOKBACK_AUTOSTART=0`: never). */
 	autoStart: boolean;
-	/** The `lookback` command used to start the reader. */
+	/** The `lookback` command that starts it (`LOOKBACK_COMMAND`; default: `lookback` on PATH). */
 	lookbackCommand: string;
 }
 

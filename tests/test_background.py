@@ -1,0 +1,78 @@
+"""`lookback serve --ensure` / `--stop`: a reader nobody starts by hand, once per machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from lookback.background import read_started
+from lookback.doctor import check_reader
+from lookback.settings import load_settings
+from tests.e2e.harness import free_port, wait_for_health
+
+LOOKBACK = [sys.executable, "-m", "lookback"]
+
+
+def environment(home: Path) -> dict[str, str]:
+    """The test's own settings only: an empty config file in its home."""
+    config = home / "config.toml"
+    config.touch()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOKBACK_")}
+    return {**env, "LOOKBACK_CONFIG": str(config)}
+
+
+def lookback(home: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*LOOKBACK, "--home", str(home), *args], capture_output=True,
+                          text=True, timeout=120, env=environment(home), check=False)
+
+
+def test_two_sessions_asking_at_once_start_one_reader_and_stop_stops_it(home):
+    port = str(free_port())
+    ensure = [*LOOKBACK, "--home", str(home), "serve", "--ensure", "--started-by", "pi",
+              "--port", port]
+    both = [subprocess.Popen(ensure, stdout=subprocess.PIPE, text=True, env=environment(home))
+            for _ in range(2)]
+    states = sorted(json.loads(p.communicate(timeout=120)[0])["reader"] for p in both)
+    try:
+        assert states.count("started") == 1 and states[0] in ("running", "started", "starting")
+        wait_for_health(f"http://127.0.0.1:{port}", timeout=60)
+        assert json.loads(lookback(home, "serve", "--ensure", "--port", port).stdout)[
+            "reader"] == "running"
+        started = read_started(load_settings({"home": str(home)}, environ={}))
+        assert started is not None and started.started_by == "pi" and started.alive()
+        assert (home / "logs" / "serve.log").exists()
+    finally:
+        stopped = lookback(home, "serve", "--stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert json.loads(stopped.stdout) == {"stopped": started.pid, "started_by": "pi"}
+    assert not started.alive() and not (home / "serve.pid").exists()
+    assert lookback(home, "serve", "--stop").returncode == 1  # nothing left to stop
+
+
+def test_a_reader_already_listening_is_left_alone(home):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = str(listener.getsockname()[1])
+        done = lookback(home, "serve", "--ensure", "--port", port)
+    assert json.loads(done.stdout)["reader"] == "running"
+    assert not (home / "serve.pid").exists()
+
+
+def test_doctor_names_who_started_the_reader(home):
+    port = free_port()
+    settings = load_settings({"home": str(home), "server": {"port": port}}, environ={})
+    lookback(home, "serve", "--ensure", "--started-by", "claude-code", "--port", str(port))
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}", timeout=60)
+        from lookback.doctor import Situation
+
+        [finding] = check_reader(Situation(settings, environ={"HOME": str(home)}, cwd=home))
+        assert finding.details["started_by"] == "claude-code"
+        assert "started by claude-code" in finding.summary
+    finally:
+        lookback(home, "serve", "--stop")
