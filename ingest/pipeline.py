@@ -66,7 +66,7 @@ class IngestReport:
 
 
 def peek_header(path: Path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[str, str]:
-    """(session id, cwd) of a Pi or Claude Code session file, without reading further.
+    """(session id, cwd) of a Pi, Claude Code or Codex session file, without reading further.
 
     Raises NotASession for any other file, HeaderPending while its first line is
     still being written.

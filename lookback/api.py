@@ -66,7 +66,7 @@ def _bad_session_file() -> Iterator[None]:
     try:
         yield
     except NotASession:
-        raise RequestError("session_file is not a Pi or Claude Code session file",
+        raise RequestError("session_file is not a Pi, Claude Code or Codex session file",
                            "not-a-session") from None
 
 

@@ -87,7 +87,7 @@ def test_a_dangling_link_and_a_stray_jsonl_in_a_folder_are_skipped_and_counted(r
     assert summary["not_sessions"] == 2 and summary["errors"] == []
     assert summary["entries_added"] == 8
     code, out, err = run("index", str(folder))
-    assert code == 0 and "skipped 2 files that are not Pi or Claude Code sessions" in out
+    assert code == 0 and "skipped 2 files that are not Pi, Claude Code or Codex sessions" in out
     assert "error" not in err
 
 

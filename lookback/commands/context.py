@@ -39,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("scope", nargs="?", choices=("all",),
                         help="every record kept for the session, not only the latest")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--session-id", help="the session id (Pi or Claude Code)")
-    which.add_argument("--session-file", type=Path, help="the session file (Pi or Claude Code)")
+    which.add_argument("--session-id", help="the session id (Pi, Claude Code or Codex)")
+    which.add_argument("--session-file", type=Path,
+                       help="the session file (Pi, Claude Code or Codex)")
     parser.add_argument("--provider", help="show excerpts this provider may see (privacy policy); "
                         "default: an unnamed remote provider")
     parser.add_argument("--json", action="store_true", help="print JSON")

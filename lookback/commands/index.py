@@ -122,8 +122,8 @@ def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
             print(f"{report.pending_headers} files are still being started (header line "
                   "incomplete); they are read on the next run")
         if report.not_sessions:
-            print(f"skipped {len(report.not_sessions)} files that are not Pi or Claude Code "
-                  "sessions")
+            print(f"skipped {len(report.not_sessions)} files that are not Pi, Claude Code or "
+                  "Codex sessions")
     for warning in read.warnings[:20]:
         print(f"lookback: warning: {warning}", file=sys.stderr)
     for error in report.errors:

@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "branch of the session).")
     parser.add_argument("text", help="what to look for")
     parser.add_argument("--session-file",
-                        help="the session file, Pi or Claude Code (names project and session)")
+                        help="a Pi, Claude Code or Codex session file (names project and session)")
     parser.add_argument("--project", help="project folder name or cwd (with --session-id; "
                         "alone: its most recently active session)")
     parser.add_argument("--session-id", help="session id (with --project)")

@@ -161,7 +161,7 @@ def test_only_regular_files_are_opened_as_sessions(home, session_file, not_regul
     settings = settings_for(home)
     for name, path in not_regular.items():
         for function, fields in FUNCTIONS.items():
-            with pytest.raises(RequestError, match="not a Pi or Claude Code session"):
+            with pytest.raises(RequestError, match="not a Pi, Claude Code or Codex session"):
                 finishes(lambda f=function, fl=fields, p=path: getattr(api, f)(
                     {**fl, "session_file": p}, settings=settings))
             assert name
