@@ -84,3 +84,23 @@ def test_every_root_has_its_own_branch(db, ask):
     assert ids(branch(db, SESSION, "u0000004"))[0] == "s0000001"
     # The session's leaf is on the second tree: the first tree is no branch evidence for it.
     assert ask("what was quotaBucketSize renamed to?") == []
+
+
+RECORDED = Path(__file__).parent / "fixtures" / "pi1" / "recorded-1.6.0-compacted.jsonl"
+
+
+def test_a_session_recorded_with_pi_1_6_answers_from_before_its_compaction(home):
+    index_paths(home, RECORDED)
+    db = open_reader(project_dir(home, "/workspace/pi1-recorded").index_path())
+    [session] = [row[0] for row in db.execute("SELECT session_id FROM sessions")]
+    assert db.execute("SELECT eligible, text FROM entries WHERE entry_id = 'd29db8c5'")\
+        .fetchone() == (0, "")
+    assert matches(db, "harness") == set()  # the prompt's sections are not searchable
+    leaf = leaf_of(db, session)
+    assert ids(context_entries(branch(db, session, leaf))) == [
+        "9390162f", "23977f13", "0267ae6b", "f4717be8", "62b42d50"]
+    answer = retrieve({"session_file": str(RECORDED), "leaf_id": "f4717be8",
+                       "message": "Which value did we give `ledgerBurstQuota` back then?"},
+                      settings=load_settings({"home": str(home)}, environ={}),
+                      reader=IndexReader(home))
+    assert [item["entry_id"] for item in answer["evidence"]][:1] == ["541fa82e"]
