@@ -52,31 +52,93 @@ SESSION_PART = " (session "
 
 def quoted_so_far(rollout: str) -> tuple[set[str], int]:
     """(entry ids Lookback's envelopes quote, their bytes) among the hook contexts in the
-    rollout after its last ``compacted`` line: what the model is still being sent."""
-    with open(rollout, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            return set(), 0
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            start = _last_compaction(data)
-            quoted: set[str] = set()
-            used = 0
-            found = data.find(HOOK_CONTEXT_KIND, start)
-            while found >= 0:
-                begin = data.rfind(b"\n", 0, found) + 1
-                end = data.find(b"\n", found)
-                end = len(data) if end < 0 else end
-                for text in _hook_texts(data[begin:end]):
-                    ids = _sources(text)
-                    if ids:  # one of ours (another hook's output is not counted)
-                        quoted.update(ids)
-                        used += len(text.encode("utf-8"))
-                found = data.find(HOOK_CONTEXT_KIND, end)
+    rollout after its last ``compacted`` line: what the model is still being sent. A fork
+    with no compaction of its own is sent its parent's history up to the fork point too
+    (``history_base``), so the contexts there count as well."""
+    quoted: set[str] = set()
+    used, path, limit = 0, rollout, None
+    for _ in range(MAX_FORK_DEPTH):
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size == 0:
+                break
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                end = size if limit is None else min(limit, size)
+                start = _last_compaction(data, end)
+                used += _scan(data, start, end, quoted)
+                if start > 0:
+                    break  # a compaction: nothing before it is sent any more
+                base = _history_base(data)
+        if base is None:
+            break
+        parent = _find_rollout(os.path.dirname(path), base[0])
+        if parent is None:
+            break
+        path, limit = parent, base[1]
     return quoted, used
 
 
-def _last_compaction(data: mmap.mmap) -> int:
-    """Offset of the last line whose own type is ``compacted`` (0: none)."""
-    end = len(data)
+#: Forks of forks followed at most this deep.
+MAX_FORK_DEPTH = 8
+
+
+def _scan(data: mmap.mmap, start: int, end: int, quoted: set[str]) -> int:
+    """Add the ids Lookback's contexts in ``data[start:end]`` quote; their bytes."""
+    used = 0
+    found = data.find(HOOK_CONTEXT_KIND, start, end)
+    while found >= 0:
+        begin = data.rfind(b"\n", 0, found) + 1
+        stop = data.find(b"\n", found, end)
+        stop = end if stop < 0 else stop
+        for text in _hook_texts(data[begin:stop]):
+            ids = _sources(text)
+            if ids:  # one of ours (another hook's output is not counted)
+                quoted.update(ids)
+                used += len(text.encode("utf-8"))
+        found = data.find(HOOK_CONTEXT_KIND, stop, end)
+    return used
+
+
+def _history_base(data: mmap.mmap) -> tuple[str, int] | None:
+    """A fork's ``session_meta.history_base`` (parent thread, bytes of its history)."""
+    first = data.find(b"\n")
+    if b'"history_base"' not in data[:first if first >= 0 else len(data)]:
+        return None
+    try:
+        base = json.loads(data[:first])["payload"]["history_base"]
+        thread, length = base["thread_id"], base["end_byte_offset"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(thread, str) or not thread or "/" in thread \
+            or not isinstance(length, int) or length <= 0:
+        return None
+    return thread, length
+
+
+def _find_rollout(folder: str, thread: str) -> str | None:
+    """The parent's rollout (``rollout-*-<thread>.jsonl``): beside the fork first, then
+    anywhere under the ``sessions`` folder (``sessions/YYYY/MM/DD``)."""
+    suffix = f"-{thread}.jsonl"
+    for name in _names(folder):
+        if name.startswith("rollout-") and name.endswith(suffix):
+            return os.path.join(folder, name)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(folder)))
+    for parent, _, names in os.walk(root):
+        for name in names:
+            if name.startswith("rollout-") and name.endswith(suffix):
+                return os.path.join(parent, name)
+    return None
+
+
+def _names(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _last_compaction(data: mmap.mmap, end: int) -> int:
+    """Offset of the last line before ``end`` whose own type is ``compacted`` (0: none)."""
     while (found := data.rfind(COMPACTED, 0, end)) >= 0:
         begin = data.rfind(b"\n", 0, found) + 1
         if data[begin:found].count(b"{") == 1:  # the line's own type, not a nested one

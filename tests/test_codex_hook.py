@@ -287,3 +287,26 @@ def test_install_print_shows_the_snippet(capsys, monkeypatch, home):
     from lookback.settings import load_settings
     assert command == codex_hook_command(load_settings({"home": str(home)}, environ={}))
     assert "--max-tokens 2500" in command
+
+
+def test_a_fork_counts_its_parents_contexts_up_to_the_fork_point(rollout, reader_url):
+    first = context_of(run(hook_input(transcript=rollout), reader_url))
+    persist(rollout, first)
+    fork_point = rollout.stat().st_size
+    persist(rollout, first.replace("Source entry: ", "Source entry: later-"))  # after the fork
+    meta = {"type": "session_meta", "payload": {
+        "id": "01a232ea-ffff-7000-8000-00000000f0f0", "cwd": CWD, "forked_from_id": MAIN_ID,
+        "history_base": {"thread_id": MAIN_ID, "end_byte_offset": fork_point}}}
+    fork = rollout.with_name("rollout-2026-12-01T20-00-00-01a232ea-ffff-7000-8000-00000000f0f0"
+                             ".jsonl")
+    fork.write_text(json.dumps(meta) + "\n")
+    assert codex_hook.quoted_so_far(str(fork)) == (codex_hook._sources(first),
+                                                   len(first.encode()))
+    elsewhere = rollout.parent.parent / "02" / fork.name  # the parent found in another day
+    elsewhere.parent.mkdir()
+    fork.rename(elsewhere)
+    assert codex_hook.quoted_so_far(str(elsewhere))[0] == codex_hook._sources(first)
+    with fork.open("w") as handle:  # a fork whose parent is gone: its own lines only
+        handle.write(json.dumps({**meta, "payload": {**meta["payload"], "history_base": {
+            "thread_id": "01a232ea-0000-7000-8000-000000000000", "end_byte_offset": 10}}}) + "\n")
+    assert codex_hook.quoted_so_far(str(fork)) == (set(), 0)

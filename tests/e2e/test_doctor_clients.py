@@ -1,6 +1,7 @@
 """`lookback doctor` reads what the real clients write: Pi 1.x's `pi install` (settings.json
 packages) and `pi mcp add` (mcp.json), Claude Code's `claude mcp add --scope user`
-(~/.claude.json) — each turns its finding from a problem or note into ok."""
+(~/.claude.json), Codex's `codex mcp add` (config.toml) — each turns its finding from a problem
+or note into ok; and a hook `lookback install codex` wrote is one the real Codex runs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from lookback.doctor import PI_PACKAGE_DIR
 
 from .claude_harness import install_claude
+from .codex_harness import install_codex
 from .harness import install_pi1
 from .npm_install import installed_or_fail
 
@@ -60,3 +62,27 @@ def test_doctor_sees_what_pi_and_claude_code_wrote(tmp_path):
     assert after["pi package"]["status"] == "ok", after["pi package"]
     assert after["mcp: pi"]["status"] == "ok", after["mcp: pi"]
     assert after["mcp: claude-code"]["status"] == "ok", after["mcp: claude-code"]
+
+
+def test_doctor_sees_what_codex_wrote(tmp_path):
+    home, project = tmp_path / "user", tmp_path / "project"
+    codex_home = home / ".codex"
+    codex_home.mkdir(parents=True)
+    project.mkdir()
+    codex = installed_or_fail(install_codex, "Codex")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LOOKBACK_", "CODEX_", "OPENAI_"))}
+    env.update(HOME=str(home), LOOKBACK_HOME=str(tmp_path / "data"))  # Codex's default home
+
+    before = doctor(env, project)
+    assert before["codex hook"]["status"] == "problem"
+    assert before["codex hook"]["fix"] == "lookback install codex"
+    assert before["mcp: codex"]["status"] == "note"
+
+    run([LOOKBACK, "install", "codex"], env, project)
+    run([str(codex), "mcp", "add", "lookback", "--", LOOKBACK, "mcp", "--provider", "openai"],
+        env, project)
+
+    after = doctor(env, project)
+    assert after["codex hook"]["status"] == "ok", after["codex hook"]
+    assert after["mcp: codex"]["status"] == "ok", after["mcp: codex"]
