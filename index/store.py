@@ -113,6 +113,20 @@ def driver_errors(where: str = "index") -> Iterator[None]:
         raise translate(error, where) from error
 
 
+@contextmanager
+def read_errors(where: str = "index", project: str | None = None) -> Iterator[None]:
+    """Raise every driver error of a read as the hierarchy's (``translate``).
+
+    The reader's pool hands each connection out inside this (query.search.pool), so
+    nothing that reads an index sees the driver: a damaged, busy or vanished index
+    is an ``IndexUnavailable`` with a reason (and, for damage, the repair command).
+    """
+    try:
+        yield
+    except apsw.Error as error:
+        raise translate(error, where, project) from error
+
+
 _MAGIC = b"SQLite format 3\0"
 
 

@@ -16,10 +16,13 @@ kind                exit code  HTTP status  examples
 
 A module's own errors subclass a kind (and, where callers already catch it, the
 builtin they used to be: ``ProjectNotFound(NotFound, LookupError)``). Driver errors
-(APSW) are translated into ``Unavailable`` errors at the index edge
-(``lookback.index.store.driver_errors``), so nothing above ``index`` needs the driver
-to tell a full disk from a bug. ``code`` is a stable, short word for programs; the
-message is for people and quotes no session text.
+(APSW) are translated into ``Unavailable`` errors (``IndexCorrupt``, ``IndexBusy``,
+``IndexFull``, ...; ``lookback.index.store.translate``) at the index edge: writes run
+inside ``index.store.driver_errors``, and reads inside ``index.store.read_errors``,
+where the reader's pool hands a connection out (``query.search.pool``). So nothing
+above ``index`` needs the driver to tell a full disk or a damaged file from a bug.
+``code`` is a stable, short word for programs; the message is for people and quotes no
+session text.
 
 This module is the bottom layer (it imports nothing from the project), so every
 stage can raise these.

@@ -401,7 +401,9 @@ def test_a_corrupt_index_disables_retrieval_instead_of_failing(home, ask, tmp_pa
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     response = ask(session, "QuuxWidget", context_ids=["m1"])
     assert response["status"] == "disabled" and response["evidence"] == []
-    assert response["diagnostics"]["warnings"] == ["index unreadable: CorruptError"]
+    [warning] = response["diagnostics"]["warnings"]  # the pool's translation: the repair
+    assert warning.startswith("index unavailable: ") and "CorruptError" in warning
+    assert "lookback reindex --repair --project" in warning
 
 
 def test_a_rewritten_session_is_not_answered_from_stale_caches(home, ask, tmp_path):

@@ -17,14 +17,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lookback.api import privacy_policy
+from lookback.api import new_reader, privacy_policy
 from lookback.commands.common import load
 from lookback.errors import UserError
-from lookback.index.layout import find_project
-from lookback.index.store import open_reader
+from lookback.index.store import IndexUnavailable
 from lookback.ingest.pipeline import peek_header
 from lookback.query.context.manifest import ManifestStore
 from lookback.query.privacy import PrivacyPolicy
+from lookback.query.search import NotIndexed
 from lookback.settings import Settings
 
 VIEWS = ("retrieved", "manifest", "included", "excluded")
@@ -113,23 +113,21 @@ def _entry_texts(settings: Settings, project: str | None,
                  keys: list[tuple[Any, Any]]) -> dict[tuple[str, str], str]:
     if not project or not keys:
         return {}
-    try:
-        path = find_project(settings.home, project, settings.namespace).index_path()
-        if path is None:
-            return {}
-        connection = open_reader(path)
-    except Exception:  # index gone or unreadable: show the record without excerpts
+    reader = new_reader(settings)
+    found = {}
+    try:  # the reader's connection: driver errors arrive as the project's
+        with reader.session(project=project) as view:
+            for session_id, entry_id in keys:
+                row = view.connection.execute(
+                    "SELECT text FROM entries WHERE session_id = ? AND entry_id = ?",
+                    (session_id, entry_id)).fetchone()
+                if row is not None:
+                    found[(session_id, entry_id)] = row[0]
+    except (NotIndexed, IndexUnavailable, OSError):  # gone or unreadable: no excerpts
         return {}
-    try:
-        found = {}
-        for session_id, entry_id in keys:
-            row = connection.execute("SELECT text FROM entries WHERE session_id = ? "
-                                     "AND entry_id = ?", (session_id, entry_id)).fetchone()
-            if row is not None:
-                found[(session_id, entry_id)] = row[0]
-        return found
     finally:
-        connection.close()
+        reader.close()
+    return found
 
 
 def _shorten(text: str) -> str:

@@ -88,12 +88,9 @@ class HistorySearch:
         except (NotIndexed, OSError):
             return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
                     "excluded": []}
-        except IndexUnavailable as error:  # indexed, but not readable now
+        except IndexUnavailable as error:  # damaged, busy, unreadable: say why, never raise
             return {"status": "disabled", "query": terms.by_kind(), "results": [],
                     "excluded": [], "warnings": [f"index unavailable: {error}"]}
-        except apsw.Error as error:  # a corrupt index: say so, never raise
-            return {"status": "disabled", "query": terms.by_kind(), "results": [],
-                    "excluded": [], "warnings": [f"index unreadable: {type(error).__name__}"]}
         results = [_result(item) for item in chosen]
         # The gate judges each row on its whole text, not the 1,200-character excerpt.
         shown, excluded = self.policy.apply(results, provider,
@@ -158,8 +155,6 @@ class HistorySearch:
             return {"status": "not-indexed"}
         except IndexUnavailable as error:
             return {"status": "disabled", "warnings": [f"index unavailable: {error}"]}
-        except apsw.Error as error:
-            return {"status": "disabled", "warnings": [f"index unreadable: {type(error).__name__}"]}
         if row is None:
             return {"status": "not-found"}
         rows = [*earlier, row, *later]

@@ -13,7 +13,9 @@ connection is closed first; when every connection is busy, a request waits for o
 (up to ``wait_seconds``). A project has at most ``per_project`` connections.
 
 Connections are handed out for one short read transaction each, so WAL checkpoints
-are never held back for long. A connection to a replaced generation (after
+are never held back for long. A driver error raised while one is out leaves as the
+project's own (``index.store.read_errors``: ``IndexCorrupt``, ``IndexBusy``, ...), so
+no caller needs the driver. A connection to a replaced generation (after
 ``lookback reindex``) is closed instead of reused.
 """
 
@@ -31,7 +33,12 @@ from pathlib import Path
 
 import apsw
 
-from lookback.index.store import IndexUnavailable, open_reader, snapshot_changed
+from lookback.index.store import (
+    IndexUnavailable,
+    open_reader,
+    read_errors,
+    snapshot_changed,
+)
 
 DEFAULT_MAX_OPEN_FILES = 256
 DEFAULT_PER_PROJECT = 4
@@ -90,10 +97,12 @@ class ConnectionPool:
 
     @contextmanager
     def connection(self, project: str, path: Path) -> Iterator[apsw.Connection]:
-        """A connection to ``path`` (the project's live index) for the ``with`` block."""
+        """A connection to ``path`` (the project's live index) for the ``with`` block;
+        a driver error in the block leaves it translated (``read_errors``)."""
         slot = self._acquire(project, path)
         try:
-            yield slot.connection
+            with read_errors(project=project):
+                yield slot.connection
         finally:
             self._release(slot)
 

@@ -158,8 +158,9 @@ class IndexReader:
         """The named session's index, inside one short read transaction.
 
         Raises NotIndexed when the project or its index is missing, IndexUnavailable
-        when it exists but cannot be opened now (too many open files, a corrupt or
-        newer file), and OSError when a session file cannot be read.
+        when it exists but cannot be opened or read now (too many open files, a
+        corrupt or newer file: a driver error inside the block leaves translated, see
+        ``query.search.pool``), and OSError when a session file cannot be read.
         """
         ref = self._out_of_files_retry(lambda: self.resolve(
             session_file=session_file, project=project, session_id=session_id))
@@ -182,7 +183,7 @@ class IndexReader:
                 applied, embedded = connection.execute(
                     "SELECT (SELECT value FROM meta WHERE key = 'applied_seq'),"
                     " (SELECT value FROM meta WHERE key = 'embeddings_seq')").fetchone()
-        except (LookupError, IndexUnavailable, apsw.Error, OSError):
+        except (LookupError, IndexUnavailable, OSError):
             return None
         return str(path), int(applied or 0), int(embedded or 0)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import apsw
 
-from lookback.index.store import IndexUnavailable
+from lookback.index.store import IndexUnavailable, read_errors
 from lookback.index.tokens import CHARS_PER_TOKEN
 from lookback.index.tree import context_entries
 from lookback.query.context.evidence import (
@@ -131,11 +131,8 @@ class Retriever:
                                       searched, diagnostics, started)
         except (NotIndexed, OSError):
             return _answer("not-indexed", searched.terms, diagnostics, started)
-        except IndexUnavailable as error:  # indexed, but not readable now: say why
+        except IndexUnavailable as error:  # damaged, busy, unreadable (the pool's): say why
             diagnostics.warn(f"index unavailable: {error}")
-            return _answer("disabled", searched.terms, diagnostics, started)
-        except apsw.Error as error:  # a corrupt or unreadable index: fail open, say why
-            diagnostics.warn(f"index unreadable: {type(error).__name__}")
             return _answer("disabled", searched.terms, diagnostics, started)
 
     def _retrieve(self, connection: apsw.Connection, path: Any, session_id: str,
@@ -149,25 +146,26 @@ class Retriever:
         allowed = self._allowed(connection, path, session_id, request, state.leaf_id,
                                 state.epoch)
         scope = allowed.scope
-        literal_limit, fts_limit = LITERAL_POOL, FTS_POOL
-        try:
-            rows = literal_rows(connection, searched, scope, literal_limit)
-        except apsw.Error as error:
-            diagnostics.warn(f"exact search failed: {type(error).__name__}")
-            return _answer("disabled", terms, diagnostics, started)
+        # A failed exact search fails the request open (the pool's translated error,
+        # caught in ``retrieve``); a failed FTS step only loses its rows and bits.
+        rows = literal_rows(connection, searched, scope, LITERAL_POOL)
         fts_rows: list[Row] = []
         if searched.query is not None:
             try:
-                selective = selective_expression(connection, searched.query)
-                fts_rows = fts_search(connection, searched.query, scope, fts_limit, selective)
-                diagnostics.in_context_removed = count_fts(
-                    connection, selective or searched.query.expression, allowed.context_scope)
-            except apsw.Error as error:
-                diagnostics.warn(f"FTS search failed: {type(error).__name__}")
+                with read_errors("FTS5 index"):
+                    selective = selective_expression(connection, searched.query)
+                    fts_rows = fts_search(connection, searched.query, scope, FTS_POOL,
+                                          selective)
+                    diagnostics.in_context_removed = count_fts(
+                        connection, selective or searched.query.expression,
+                        allowed.context_scope)
+            except IndexUnavailable as error:
+                diagnostics.warn(f"FTS search failed: {error}")
         try:
-            merged = merge_candidates(connection, searched, rows, fts_rows)
-        except apsw.Error as error:  # rows keep their literal matches
-            diagnostics.warn(f"FTS search failed: {type(error).__name__}")
+            with read_errors("FTS5 index"):
+                merged = merge_candidates(connection, searched, rows, fts_rows)
+        except IndexUnavailable as error:  # rows keep their literal matches
+            diagnostics.warn(f"FTS search failed: {error}")
             merged = merge_rows(rows, fts_rows)
         diagnostics.candidates = len(merged)
         rarity = term_rarity(connection, searched)
