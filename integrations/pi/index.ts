@@ -65,7 +65,7 @@ export default function lookback(pi: ExtensionAPI): void {
 		remember(ctx);
 		// A new session writes its file only after the first reply, so its first call asks
 		// nothing: find out now whether the reader runs, and start it if not (fail-open).
-		if (!settings.disabled) {
+		if (!settings.disabled && starter.enabled()) {
 			const { signal, done } = deadline(NUDGE_TIMEOUT_MS);
 			reader
 				.call("GET", "/v1/health", undefined, signal)

@@ -33,10 +33,15 @@ export class ReaderStarter {
 		this.log = log;
 	}
 
+	/** Whether this extension may start the reader: turned on, for a loopback URL. */
+	enabled(): boolean {
+		return this.settings.autoStart && loopbackPort(this.settings.url) !== undefined;
+	}
+
 	/** The reader refused the connection: start it in the background (once). */
 	refused(): void {
 		const port = loopbackPort(this.settings.url);
-		if (this.asked || !this.settings.autoStart || port === undefined) return;
+		if (this.asked || !this.enabled() || port === undefined) return;
 		this.asked = true;
 		const args = ["serve", "--ensure", "--started-by", "pi", "--port", String(port)];
 		try {

@@ -46,6 +46,9 @@ test("a refused reader is started once per outage with lookback serve --ensure",
 test("LOOKBACK_AUTOSTART=0 and a remote reader start nothing; a missing command is only logged", async () => {
 	const lines: string[] = [];
 	const missing = join(mkdtempSync(join(tmpdir(), "lookback-none-")), "lookback");
+	assert.equal(new ReaderStarter(readSettings({ LOOKBACK_AUTOSTART: "0" }), () => {}).enabled(), false);
+	assert.equal(new ReaderStarter(readSettings({ LOOKBACK_URL: "http://reader.example:8765" }), () => {}).enabled(), false);
+	assert.equal(new ReaderStarter(readSettings({}), () => {}).enabled(), true);
 	new ReaderStarter(readSettings({ LOOKBACK_AUTOSTART: "0", LOOKBACK_COMMAND: missing }), (l) => lines.push(l)).refused();
 	new ReaderStarter(readSettings({ LOOKBACK_URL: "http://reader.example:8765", LOOKBACK_COMMAND: missing }), (l) => lines.push(l)).refused();
 	assert.deepEqual(lines, []);
