@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lookback.errors import NotFound
+from lookback.errors import ForeignProject, NotFound
 from lookback.index.memo import Memo
 
 PROJECTS_DIR = "projects"
@@ -106,6 +106,15 @@ def project_key(cwd: str, namespace: str = "") -> str:
     last = re.split(r"[\\/]", cwd.rstrip("/\\"))[-1] if cwd else ""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", last).strip(".-")[:40] or "root"
     return f"{slug}-{digest}"
+
+
+def refuse_foreign(only_project: str | None, *projects: str | None) -> None:
+    """ForeignProject when a sink writing for ``only_project`` (the one project its
+    request was authorized for; None: any) would touch one of ``projects``."""
+    if only_project is not None and any(p is not None and p != only_project
+                                        for p in projects):
+        raise ForeignProject("the session file names a project this request was not "
+                             "authorized for")
 
 
 def project_dir(home: Path, cwd: str, namespace: str = "") -> ProjectDir:

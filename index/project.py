@@ -26,7 +26,13 @@ import apsw
 
 from lookback.errors import Unavailable
 from lookback.index.layout import ProjectDir, project_dir
-from lookback.index.store import EVENT_ERRORS, defer_checkpoint, open_writer, translate
+from lookback.index.store import (
+    EVENT_ERRORS,
+    defer_checkpoint,
+    open_reader,
+    open_writer,
+    translate,
+)
 from lookback.index.writer import SetAside, append_events
 from lookback.ingest.events import Event
 from lookback.ingest.reader import FileState
@@ -76,13 +82,10 @@ class ProjectWriter:
 
     def file_state(self, path: str) -> FileState | None:
         try:
-            row = self.connection.execute(
-                "SELECT state FROM files WHERE path = ?", (path,)
-            ).fetchone()
+            return _file_state(self.connection, path)
         except apsw.Error as error:
             raise translate(error, f"project {self.project.name}",
                             self.project.name) from error
-        return None if row is None or row[0] is None else FileState.from_json(row[0])
 
     def write(self, events: Iterable[Event], *, state: FileState | None = None,
               states: Iterable[FileState] = (),
@@ -133,6 +136,31 @@ class ProjectWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def stored_file_state(home: Path, cwd: str, path: str, *,
+                      namespace: str = "") -> FileState | None:
+    """What the project's index says was read of ``path``, read-only: no writer, no
+    lock (the reader's freshness engine asks before it may write). None when the
+    project has no index yet or it cannot be read now."""
+    index = project_dir(home, cwd, namespace).index_path()
+    if index is None:
+        return None
+    try:
+        connection = open_reader(index)
+    except Unavailable:
+        return None
+    try:
+        return _file_state(connection, path)
+    except apsw.Error:  # locked or damaged: not known
+        return None
+    finally:
+        connection.close()
+
+
+def _file_state(connection: apsw.Connection, path: str) -> FileState | None:
+    row = connection.execute("SELECT state FROM files WHERE path = ?", (path,)).fetchone()
+    return None if row is None or row[0] is None else FileState.from_json(row[0])
 
 
 def acquire_lock(path: Path, timeout: float, *, announce: bool = True) -> int:

@@ -14,6 +14,13 @@ set aside for the rest of the run: its files are skipped with one error line, it
 gathered events dropped uncommitted (their files are read again next run), and
 every other project goes on. Events that cannot be stored are set aside one by one
 (``index.writer``) and counted in ``set_aside``.
+
+The reader's freshness engine (``lookback.freshness``) writes through this sink too,
+as a *yielding* one (``index.project``: writers take turns): it commits every batch
+(``flush_events=1``), waits for a busy lock at most ``lock_timeout``, and after each
+commit gives the project up when another writer waits for it. ``only_project``
+(the project a request was authorized for) refuses a file whose header names
+another project, or that would move out of one (ForeignProject), before writing.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from pathlib import Path
 
 import apsw
 
-from lookback.index.layout import project_key
+from lookback.index.layout import project_key, refuse_foreign
 from lookback.index.paths import PathRegistry, forget_moved
 from lookback.index.project import ProjectWriter, WriterBusy
 from lookback.index.store import IndexUnavailable, sync_all
@@ -36,17 +43,27 @@ PROJECT_ERRORS = (IndexUnavailable, WriterBusy, apsw.Error, OSError)
 
 
 class ProjectUnavailable(SinkUnavailable):
-    """This run cannot write the project's index; its files are skipped."""
+    """This run cannot write the project's index; its files are skipped. ``busy``:
+    only because another writer holds (or waits for) its lock."""
+
+    def __init__(self, message: str, *, busy: bool = False) -> None:
+        super().__init__(message)
+        self.busy = busy
 
 
 class EmbeddedSink:
     def __init__(self, home: Path, *, namespace: str = "", max_open: int = 8,
-                 flush_events: int = 2000, bulk: bool = False) -> None:
+                 flush_events: int = 2000, bulk: bool = False, lock_timeout: float = 30.0,
+                 yields: bool = False) -> None:
         self.bulk = bulk  # writers skip fsyncs; close() syncs once (index.store.sync_all)
         self.home = Path(home)
         self.namespace = namespace
         self.max_open = max_open
         self.flush_events = flush_events
+        self.lock_timeout = lock_timeout
+        self.yields = yields
+        #: set: the one project this sink may write (a request's grant), others refused
+        self.only_project: str | None = None
         self._writers: OrderedDict[str, ProjectWriter] = OrderedDict()
         self._pending: dict[str, tuple[list[Event], dict[str, FileState]]] = {}
         self.failures: dict[str, str] = {}  # cwd -> why its project was set aside
@@ -61,9 +78,10 @@ class EmbeddedSink:
         if writer is None:
             try:
                 writer = ProjectWriter(self.home, cwd, namespace=self.namespace,
-                                       bulk=self.bulk)
+                                       bulk=self.bulk, lock_timeout=self.lock_timeout,
+                                       yields=self.yields)
             except PROJECT_ERRORS as error:
-                raise ProjectUnavailable(self._fail(cwd, error)) from None
+                raise self._unavailable(cwd, error) from None
         self._writers[cwd] = writer
         while len(self._writers) > self.max_open:
             name, oldest = self._writers.popitem(last=False)
@@ -82,16 +100,17 @@ class EmbeddedSink:
         try:
             return writer.file_state(path)
         except PROJECT_ERRORS as error:
-            message = self._fail(cwd, error)
-            self._close_writer(cwd)
-            raise ProjectUnavailable(message) from None
+            raise self._unavailable(cwd, error) from None
 
     def claim(self, path: str, cwd: str) -> None:
         """Make the project of ``cwd`` the only one holding ``path``: a session whose
         header now names another cwd is forgotten by its old project first."""
+        refuse_foreign(self.only_project, project_key(cwd, self.namespace))
         previous = self.paths.get(path)
         if previous == cwd:
             return
+        if previous is not None:  # moving it out of another project writes into that one
+            refuse_foreign(self.only_project, project_key(previous, self.namespace))
         if previous is not None:
             self._forget(previous, path)
         self.paths.set(path, cwd)
@@ -102,9 +121,7 @@ class EmbeddedSink:
         try:
             self.moved += forget_moved(writer, path)
         except PROJECT_ERRORS as error:
-            message = self._fail(cwd, error)
-            self._close_writer(cwd)
-            raise ProjectUnavailable(message) from None
+            raise self._unavailable(cwd, error) from None
 
     def _flush_if_pending(self, cwd: str) -> None:
         if cwd in self._pending:
@@ -112,13 +129,18 @@ class EmbeddedSink:
 
     def write(self, batch: Batch) -> None:
         cwd = batch.state.cwd
+        refuse_foreign(self.only_project, project_key(cwd, self.namespace))
         if cwd in self.failures:
             raise ProjectUnavailable(self.failures[cwd])
         events, states = self._pending.setdefault(cwd, ([], {}))
         events.extend(batch.events)
         states[batch.state.path] = batch.state
         if len(events) >= self.flush_events:
-            self._flush(cwd, self.writer(cwd))
+            writer = self.writer(cwd)
+            self._flush(cwd, writer)
+            if self.yields and writer.wanted():  # its turn; the rest is read later
+                raise self._unavailable(cwd, WriterBusy(
+                    f"another writer waits for project {project_key(cwd, self.namespace)}"))
 
     def flush(self) -> None:
         """Commit everything gathered so far (projects that fail are set aside)."""
@@ -136,12 +158,16 @@ class EmbeddedSink:
         try:
             writer.write(pending[0], states=pending[1].values(), on_set_aside=self._count)
         except PROJECT_ERRORS as error:
-            message = self._fail(cwd, error)
-            self._close_writer(cwd)
-            raise ProjectUnavailable(message) from None
+            raise self._unavailable(cwd, error) from None
 
     def _count(self, event: Event, error: BaseException) -> None:
         self.set_aside += 1
+
+    def _unavailable(self, cwd: str, error: BaseException) -> ProjectUnavailable:
+        """Set the project aside (its writer closed) and say why."""
+        message = self._fail(cwd, error)
+        self._close_writer(cwd)
+        return ProjectUnavailable(message, busy=isinstance(error, WriterBusy))
 
     def _fail(self, cwd: str, error: BaseException) -> str:
         """Set the project aside for this run; returns the one line that says why."""
@@ -160,6 +186,17 @@ class EmbeddedSink:
                 writer.close()
             except apsw.Error:
                 pass
+
+    def release_wanted(self) -> None:
+        """Commit and close the writers another process waits for (a yielding sink,
+        between its jobs)."""
+        for cwd, writer in list(self._writers.items()):
+            if writer.wanted():
+                try:
+                    self._flush(cwd, writer)
+                except ProjectUnavailable:
+                    pass  # noted in failures
+                self._close_writer(cwd)
 
     def idle(self) -> None:
         """Between a watcher's rounds: commit, release every writer lock, and forget the

@@ -89,7 +89,7 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
     for path in files:
         report.files += 1
         try:
-            _ingest_one(path, sink, report, max_line_bytes)
+            ingest_file(path, sink, report, max_line_bytes)
         except HeaderPending:
             report.pending_headers += 1
             report.failed_files.append(path)
@@ -107,7 +107,11 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
     return report
 
 
-def _ingest_one(path: Path, sink: Sink, report: IngestReport, max_line_bytes: int) -> None:
+def ingest_file(path: Path, sink: Sink, report: IngestReport,
+                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    """Read one file's new lines into ``sink``, counting into ``report``; its problems
+    are raised (``ingest_files`` collects them; the reader's freshness engine tells a
+    busy project from a refused or broken file by them)."""
     session_id, cwd = peek_header(path, max_line_bytes)
     key = escape_surrogates(str(path))
     sink.claim(key, cwd)

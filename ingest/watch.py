@@ -4,15 +4,18 @@ into a sink.
 Polling, not inotify, so it works the same on every OS and on network mounts, and it
 needs no extra dependency. Files that changed recently ("hot") are looked at every
 ``poll_seconds``; every file is looked at again (and folders walked for new files)
-every ``rescan_seconds``. A file whose size or modification time changed is handed
-to ``ingest.pipeline.ingest_files``, which asks the sink what was read before — so a
-restarted watcher resumes from the sink's stored file states, and neither re-sends
-nor skips anything.
+every ``rescan_seconds`` (the ``watch`` settings: ``lookback watch`` and the reader's
+freshness engine poll the same way). A file whose identity (inode, size, modification
+time) changed is handed to ``ingest.pipeline.ingest_files``, which asks the sink what
+was read before — so a restarted watcher resumes from the sink's stored file states,
+and neither re-sends nor skips anything. ``changed`` and ``mark`` are the two halves
+for a caller that ingests on its own schedule (``lookback.freshness`` queues them).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -22,6 +25,9 @@ from pathlib import Path
 from lookback.ingest.pipeline import IngestReport, Sink, ingest_files
 from lookback.ingest.reader import DEFAULT_MAX_LINE_BYTES
 from lookback.ingest.scan import PathProblem, session_files
+
+#: A file's identity: (inode, size, mtime in ns). Agents append (size grows) or rewrite.
+Stamp = tuple[int, int, int]
 
 
 @dataclass
@@ -47,34 +53,48 @@ class Watcher:
         self.hot_seconds = hot_seconds
         self.on_idle = on_idle
         self.max_line_bytes = max_line_bytes
-        self._seen: dict[Path, tuple[int, int]] = {}  # path -> (size, mtime_ns) ingested
+        self._seen: dict[Path, Stamp] = {}  # path -> its stamp when ingested
         self._hot: dict[Path, float] = {}  # path -> when it last changed (monotonic)
         self._last_rescan = float("-inf")
         self.totals = WatchRound()
 
     def poll(self) -> WatchRound:
         """One round: look at hot files (all files, on a rescan) and ingest changes."""
-        now = time.monotonic()
-        if now - self._last_rescan >= self.rescan_seconds:
-            self._last_rescan = now
-            try:
-                candidates = list(session_files([r for r in self.roots if r.exists()]))
-            except PathProblem as problem:  # a folder vanished mid-walk: next rescan
-                return WatchRound(errors=[str(problem)])
-        else:
-            candidates = [p for p, at in self._hot.items() if now - at < self.hot_seconds]
-        changed = [(path, stamp) for path in candidates
-                   if (stamp := _stamp(path)) is not None and self._seen.get(path) != stamp]
+        try:
+            changed = self.changed()
+        except PathProblem as problem:  # a folder vanished mid-walk: next rescan
+            return WatchRound(errors=[str(problem)])
         result = WatchRound(files_changed=len(changed))
         if changed:
             report = ingest_files([path for path, _ in changed], self.sink,
                                   max_line_bytes=self.max_line_bytes)
             result.events = report.events
             result.errors = report.errors
-            self._remember(changed, report, now)
+            self._remember(changed, report, time.monotonic())
         self.totals.files_changed += result.files_changed
         self.totals.events += result.events
         return result
+
+    def changed(self) -> list[tuple[Path, Stamp]]:
+        """The hot files (every file, when a rescan is due) whose stamp is not the one
+        ingested last. Raises PathProblem when a folder vanished mid-walk."""
+        now = time.monotonic()
+        if now - self._last_rescan >= self.rescan_seconds:
+            self._last_rescan = now
+            candidates = list(session_files([r for r in self.roots if r.exists()]))
+        else:
+            candidates = [p for p, at in list(self._hot.items()) if now - at < self.hot_seconds]
+        return [(path, stamp) for path in candidates
+                if (stamp := file_stamp(path)) is not None and self._seen.get(path) != stamp]
+
+    def seen(self, path: Path) -> Stamp | None:
+        """The stamp ``path`` had when it was ingested last (None: not yet)."""
+        return self._seen.get(path)
+
+    def mark(self, path: Path, stamp: Stamp) -> None:
+        """``path`` was ingested up to ``stamp`` (by whoever): it is hot from now on."""
+        self._seen[path] = stamp
+        self._hot[path] = time.monotonic()
 
     def run(self, stop: threading.Event,
             on_round: Callable[[WatchRound], None] | None = None) -> None:
@@ -87,7 +107,7 @@ class Watcher:
                 self.on_idle()
             stop.wait(self.poll_seconds)
 
-    def _remember(self, changed: list[tuple[Path, tuple[int, int]]], report: IngestReport,
+    def _remember(self, changed: list[tuple[Path, Stamp]], report: IngestReport,
                   now: float) -> None:
         failed = set(report.failed_files)  # read again on the next rescan
         for path, stamp in changed:
@@ -100,9 +120,13 @@ class Watcher:
             del self._hot[path]
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
+def file_stamp(path: Path | str) -> Stamp | None:
+    """``path``'s stamp, or None when it is missing or not a regular file (a FIFO or
+    /dev/zero would hang the reader)."""
     try:
         info = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):
         return None
-    return info.st_size, info.st_mtime_ns
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns

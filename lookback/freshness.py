@@ -2,27 +2,33 @@
 
 A Pi user starts one thing, ``lookback serve``; from then on every entry Pi appends
 must be retrievable at the next model call. In embedded mode (no Redis) the reader
-therefore indexes session files itself:
+therefore indexes session files itself, with the write path ``lookback index`` and
+``lookback watch`` use: ``ingest.pipeline`` reads the new complete lines into an
+``index.sink.EmbeddedSink`` (its writers bounded, a moved header handled there), and
+an ``ingest.watch.Watcher`` finds changed files. What this module adds:
 
-- **inline:** before a retrieve, search or source request (and on a nudge) the named
-  session file's identity (inode, size, mtime) is compared with what this process
-  last indexed. When it changed, the file is queued at the front and the request
-  waits for it at most ``wait_ms`` (the freshness contract), then reads whatever is
-  committed. Only the new complete lines are read (``ingest.reader`` remembers the
-  file state); a rewrite (Pi migrating a v1/v2 file to v3 on open, or any shrink or
-  changed prefix) is detected by that same file state and re-indexed whole.
-- **tailer:** a background thread polls the configured session folders (hot files
-  every ``poll_ms``, every file every ``rescan_seconds``) and queues changed files
-  behind the inline ones, so a nudge Pi never sent (a print-mode run that ends with
-  a compaction) is recovered without any request.
+- **the urgent queue:** before a retrieve, search or source request (and on a nudge)
+  the named session file's stamp (inode, size, mtime) is compared with the one this
+  process last indexed. When it changed, the file is queued at the front and the
+  request waits for it at most ``wait_ms`` (``ensure``: the freshness contract), then
+  reads whatever is committed; a small append is indexed by the request itself.
+- **rewrite detection:** a file that no longer starts with what was read of it (Pi
+  migrating a v1/v2 file to v3 on open, any shrink or changed prefix) is told from an
+  append before the index answers, even for a file this process never indexed (the
+  index's stored state); while it is not re-indexed the answer has no evidence
+  (``rewrite-pending``). The checked state is handed to the read, so the whole-prefix
+  check runs once per append.
+- **the tailer:** a background thread asks the watcher for changed files (``watch``
+  settings: hot files every ``poll_ms``, every file every ``rescan_seconds``) and
+  queues them behind the urgent ones, so a nudge Pi never sent is recovered.
 
-One indexing thread does all writing, through ``index.project.ProjectWriter`` and
-its per-project ``flock``: a busy lock (``lookback index``, ``lookback reindex``
-running) is not waited for beyond a short timeout; the file stays stale and is
-retried by the next request or poll. The engine's writers *yield*: between batches
-and jobs a writer another process waits for is closed (and not reopened while it
-waits), so maintenance gets a live session's project within a batch's time; idle
-writers are closed after a short time too. In service mode none of this runs: producers and
+One thread at a time writes (the indexing thread, or a request indexing its own
+append). A job carries the project its requests were authorized for and writes only
+there (the sink's ``only_project``). The sink *yields* (``index.project``: writers
+take turns): a busy lock is waited for at most ``lock_timeout_seconds``, a writer
+another process waits for is given up after a batch and between jobs, and idle
+writers are closed after ``idle_close_seconds``; the file stays stale and is retried
+by the next request or poll. In service mode none of this runs: producers and
 workers keep the indexes, the reader only reads.
 """
 
@@ -30,45 +36,34 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Set
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from lookback.errors import ForeignProject
-from lookback.index.layout import project_dir, project_key
-from lookback.index.paths import PathRegistry, forget_moved
-from lookback.index.project import ProjectWriter, WriterBusy
-from lookback.index.store import open_reader
-from lookback.ingest.pipeline import peek_header
+from lookback.index.project import stored_file_state
+from lookback.index.sink import EmbeddedSink, ProjectUnavailable
+from lookback.ingest.pipeline import IngestReport, ingest_file, peek_header
 from lookback.ingest.reader import (
     DEFAULT_MAX_LINE_BYTES,
     Batch,
     FileState,
     NotASession,
     checked_state,
-    read_session,
 )
-from lookback.ingest.scan import PathProblem, configured_roots, session_files
+from lookback.ingest.scan import PathProblem, configured_roots
 from lookback.ingest.storable import escape_surrogates
-from lookback.settings import Freshness
+from lookback.ingest.watch import Stamp, Watcher, file_stamp
+from lookback.settings import Freshness, Watch
 
 log = logging.getLogger("lookback.freshness")
 
 #: A request indexes at most this many appended bytes itself; more goes to the thread.
 INLINE_MAX_BYTES = 1 << 20
-
-#: File identity: (inode, size, mtime in ns). Pi appends (size grows) or rewrites.
-Stamp = tuple[int, int, int]
-
-
-#: How the reader keeps sessions fresh: the ``freshness`` settings section (its fields
-#: and defaults are declared in lookback/settings.py).
-FreshnessConfig = Freshness
 
 #: Project writers the freshness thread keeps open at once.
 MAX_OPEN_WRITERS = 8
@@ -113,32 +108,42 @@ class _Job:
 
 
 class FreshnessEngine:
-    """Indexes named or changed session files on one background thread."""
+    """Indexes named or changed session files on one background thread.
+
+    It is an ``ingest.pipeline.Sink`` itself, over its ``EmbeddedSink``: what it adds
+    to the sink is the rewrite check's state, handed to the read that follows."""
 
     def __init__(self, home: Path, *, namespace: str = "",
-                 config: FreshnessConfig | None = None,
+                 config: Freshness | None = None, watch: Watch | None = None,
                  roots: Iterable[Path] = (),
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         self.home = Path(home)
         self.namespace = namespace
         self.max_line_bytes = max_line_bytes
-        self.set_aside = 0  # events the index could not store (counted, never raised)
+        self.config = config or Freshness()
         self.refused = 0  # jobs not run: the file names a project the asker was not granted
-        self.paths = PathRegistry(self.home, namespace)  # which project holds each file
-        self.config = config or FreshnessConfig()
-        self.roots = [Path(root) for root in roots]
-        self._known: dict[str, Stamp] = {}  # path -> stamp indexed last
-        self._states: dict[str, FileState] = {}  # path -> file state after that
-        self._hot: dict[str, float] = {}
+        self.sink = EmbeddedSink(self.home, namespace=namespace, max_open=MAX_OPEN_WRITERS,
+                                 flush_events=1, yields=True,
+                                 lock_timeout=self.config.lock_timeout_seconds)
+        polling = watch or Watch()
+        self.watcher = Watcher(roots, self, poll_seconds=polling.poll_ms / 1000,
+                               rescan_seconds=polling.rescan_seconds,
+                               hot_seconds=polling.hot_seconds,
+                               max_line_bytes=max_line_bytes)
+        self._states: dict[str, FileState] = {}  # sink key -> state checked or read last
         self._urgent: deque[_Job] = deque()
         self._background: deque[_Job] = deque()
         self._queued: dict[str, _Job] = {}
-        self._writers: dict[str, ProjectWriter] = {}
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()  # one indexing job at a time, thread or request
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.jobs_run = 0
+
+    @property
+    def set_aside(self) -> int:
+        """Events the index could not store (counted, never raised)."""
+        return self.sink.set_aside
 
     # -- life cycle -----------------------------------------------------------------
 
@@ -151,7 +156,7 @@ class FreshnessEngine:
     def start_tailer(self) -> FreshnessEngine:
         """Also poll the session folders in the background (when configured)."""
         self.start()
-        if self.config.tail and self.roots and len(self._threads) == 1:
+        if self.config.tail and self.watcher.roots and len(self._threads) == 1:
             self._spawn(self._tail, "lookback-tail")
         return self
 
@@ -168,8 +173,13 @@ class FreshnessEngine:
             thread.join(timeout=5)
         self._threads.clear()
         with self._write_lock:
-            self._close_writers()
-            self.paths.close()
+            self._release()
+
+    def __enter__(self) -> FreshnessEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- requests ----------------------------------------------------------------------
 
@@ -181,10 +191,11 @@ class FreshnessEngine:
         ``project``: the project (folder name) the request was authorized for; the file
         is then written only into it, and refused when its header names another."""
         started = time.perf_counter()
-        path, stamp = _identity(session_file)
+        path = os.path.realpath(session_file)
+        stamp = file_stamp(path)
         if stamp is None:
             return Outcome("missing")
-        if self._known.get(path) == stamp:
+        if self.watcher.seen(Path(path)) == stamp:
             return Outcome("fresh", _ms(started))
         if self._appended(path, stamp) and self._write_lock.acquire(blocking=False):
             # A few new lines and no job running: index them in this thread (no hand-off
@@ -192,7 +203,7 @@ class FreshnessEngine:
             try:
                 job = _Job(path, projects={project} if project else set())
                 self._run(job)
-                self._yield_writers()
+                self.sink.release_wanted()
             finally:
                 self._write_lock.release()
             return Outcome(job.state, _ms(started), job.entries)
@@ -210,24 +221,26 @@ class FreshnessEngine:
     def nudge(self, session_file: str, *, project: str | None = None) -> str:
         """Queue ``session_file`` without waiting (``project`` as for ``ensure``);
         returns ``fresh``, ``queued`` or ``missing``."""
-        path, stamp = _identity(session_file)
+        path = os.path.realpath(session_file)
+        stamp = file_stamp(path)
         if stamp is None:
             return "missing"
-        if self._known.get(path) == stamp:
+        if self.watcher.seen(Path(path)) == stamp:
             return "fresh"
         self._schedule(path, urgent=True, project=project)
         return "queued"
 
     def _appended(self, path: str, stamp: Stamp) -> bool:
         """Only a little was appended since this process indexed the file last."""
-        known = self._known.get(path)
-        if known is None or known[0] != stamp[0] or path not in self._states:
+        known = self.watcher.seen(Path(path))
+        if known is None or known[0] != stamp[0] or escape_surrogates(path) not in self._states:
             return False
         grown = stamp[1] - known[1]
         return 0 <= grown <= INLINE_MAX_BYTES and not self._rewritten(path)
 
     def _rewritten(self, path: str) -> bool:
-        state = self._states.get(path) or self._stored_state(path)
+        key = escape_surrogates(path)
+        state = self._states.get(key) or self._stored_state(path)
         if state is None:
             return False
         try:
@@ -235,7 +248,7 @@ class FreshnessEngine:
         except OSError:
             return False
         if checked is not None:
-            self._states[path] = checked  # the read that follows needs no second check
+            self._states[key] = checked  # the read that follows needs no second check
         return checked is None
 
     def _stored_state(self, path: str) -> FileState | None:
@@ -243,24 +256,34 @@ class FreshnessEngine:
         indexed yet (the reader restarted, or its thread is still busy with others), so a
         rewrite is told from an append before the index answers with ids Pi no longer has.
         Read-only; remembered once found."""
+        key = escape_surrogates(path)
         try:
             _, cwd = peek_header(Path(path), self.max_line_bytes)
-            index = project_dir(self.home, cwd, self.namespace).index_path()
-            if index is None:
-                return None
-            connection = open_reader(index)
-            try:
-                row = connection.execute("SELECT state FROM files WHERE path = ?",
-                                         (escape_surrogates(path),)).fetchone()
-            finally:
-                connection.close()
-        except Exception:  # no index, no header, a locked or damaged file: not known
+            state = stored_file_state(self.home, cwd, key, namespace=self.namespace)
+        except Exception:  # no header (yet), not a session, unreadable: not known
             return None
-        if row is None or row[0] is None:
-            return None
-        state = FileState.from_json(row[0])
-        self._states.setdefault(path, state)
+        if state is not None:
+            self._states.setdefault(key, state)
         return state
+
+    # -- the sink the read loop writes to (ingest.pipeline.Sink) -------------------------
+
+    def claim(self, path: str, cwd: str) -> None:
+        self.sink.claim(path, cwd)
+
+    def file_state(self, path: str, cwd: str) -> FileState | None:
+        state = self.sink.file_state(path, cwd)
+        known = self._states.get(path)
+        if state is not None and known is not None and replace(known, seen=state.seen) == state:
+            state = known  # the same state, already checked against the file (_rewritten)
+        if state is not None:  # known before reading, so a waiting request can tell a rewrite
+            self._states[path] = state
+        return state
+
+    def write(self, batch: Batch) -> None:
+        # First: the sink may commit the batch and then yield its writer (raising).
+        self._states[batch.state.path] = batch.state
+        self.sink.write(batch)
 
     # -- queue ------------------------------------------------------------------------
 
@@ -295,163 +318,73 @@ class FreshnessEngine:
         with self._write_lock:
             while (job := self._next(0)) is not None:
                 self._run(job)
-                self._yield_writers()
-            self._close_writers()
+                self.sink.release_wanted()
+            self._release()
 
     def _work(self) -> None:
         while not self._stop.is_set():
             job = self._next(self.config.idle_close_seconds)
             with self._write_lock:
                 if job is None:
-                    self._close_writers()  # idle: let `lookback index`/`reindex` have the lock
+                    self._release()  # idle: let `lookback index`/`reindex` have the lock
                     continue
                 self._run(job)
-                self._yield_writers()  # busy: still let them have their turn
+                self.sink.release_wanted()  # busy: still let them have their turn
+
+    def _release(self) -> None:
+        """Commit and close every writer (the sink stays usable)."""
+        try:
+            self.sink.idle()
+        except Exception:  # closing must not stop the thread
+            log.warning('{"event": "freshness-close-error"}')
 
     # -- indexing ---------------------------------------------------------------------
 
     def _run(self, job: _Job) -> None:
         path = job.path
-        _, stamp = _identity(path)
+        stamp = file_stamp(path)
+        report = IngestReport()
         try:
             if stamp is None:
                 job.state = "missing"
                 return
-            job.entries = self._index(path, job.projects)
-            self._known[path] = stamp
-            self._hot[path] = time.monotonic()
+            if len(job.projects) > 1:  # askers granted different projects: one is wrong
+                raise ForeignProject("the askers were granted different projects")
+            self.sink.only_project = next(iter(job.projects), None)
+            ingest_file(Path(path), self, report, self.max_line_bytes)
+            self.sink.flush()
+            self.watcher.mark(Path(path), stamp)
+            job.entries = report.read.entries
             job.state = "indexed"
-        except WriterBusy:
-            job.state = "busy"
+        except ProjectUnavailable as error:
+            job.state = "busy" if error.busy else "error"
         except ForeignProject:
             self.refused += 1
             log.warning('{"event": "freshness-refused", "refused": %d}', self.refused)
             job.state = "refused"
         except NotASession:
-            self._known[path] = stamp  # not a Pi session: do not look again until it changes
+            self.watcher.mark(Path(path), stamp)  # not a session: not again until it changes
             job.state = "error"
         except Exception as error:  # one bad file never stops the others
             log.warning('{"event": "freshness-error", "error": "%s"}', type(error).__name__)
-            self._close_writers()  # a failed transaction: start clean
+            self._release()  # a failed transaction: start clean
             job.state = "error"
         finally:
+            self.sink.only_project = None
+            self.sink.failures.clear()  # each job is a run of its own: retried next time
             self.jobs_run += 1
             job.done.set()
-
-    def _index(self, path: str, projects: Set[str] = frozenset()) -> int:
-        """Read the file's new lines into its project's index; returns entries read.
-
-        With ``projects`` (what the askers were authorized for) the header read here —
-        the one the write follows — must name that one project, and the file must not
-        move out of another: ForeignProject otherwise, and nothing is written."""
-        _, cwd = peek_header(Path(path), self.max_line_bytes)
-        key = escape_surrogates(path)
-        previous = self.paths.get(key)
-        if projects and (projects != {project_key(cwd, self.namespace)} or (
-                previous is not None and project_key(previous, self.namespace) not in projects)):
-            raise ForeignProject("the header names a project the request was not granted")
-        if previous is not None and previous != cwd:  # its header names another project now
-            forget_moved(self._writer(previous), key)
-        if previous != cwd:
-            self.paths.set(key, cwd)
-        writer = self._writer(cwd)
-        state = writer.file_state(key)
-        known = self._states.get(path)
-        if state is not None and known is not None and replace(known, seen=state.seen) == state:
-            state = known  # the same state, already checked against the file (_rewritten)
-        if state is not None:  # known before reading, so a waiting request can tell a rewrite
-            self._states[path] = state
-        entries = 0
-        for batch in read_session(path, state, max_line_bytes=self.max_line_bytes):
-            writer.write(batch.events, state=batch.state, on_set_aside=self._count_set_aside)
-            entries += _entries(batch)
-            self._states[path] = batch.state
-            if writer.wanted():  # another writer waits: its turn; the rest is read later
-                self._close_writer(cwd)
-                raise WriterBusy("another writer waits for this project")
-        self.paths.flush()
-        return entries
-
-    def _count_set_aside(self, event: object, error: BaseException) -> None:
-        self.set_aside += 1
-
-    def _writer(self, cwd: str) -> ProjectWriter:
-        writer = self._writers.pop(cwd, None)
-        if writer is None:
-            writer = ProjectWriter(self.home, cwd, namespace=self.namespace,
-                                   lock_timeout=self.config.lock_timeout_seconds, yields=True)
-        self._writers[cwd] = writer  # most recently used last
-        # Bounded: a team host's thousands of projects must not each keep a writer
-        # (its files and its lock) open; the least recently used one closes first.
-        while len(self._writers) > MAX_OPEN_WRITERS:
-            oldest = next(iter(self._writers))
-            self._writers.pop(oldest).close()
-        return writer
-
-    def _close_writer(self, cwd: str) -> None:
-        writer = self._writers.pop(cwd, None)
-        if writer is not None:
-            try:
-                writer.close()
-            except Exception:  # closing must not stop the thread
-                pass
-
-    def _yield_writers(self) -> None:
-        """Close the writers another process waits for (``lookback index``, ``reindex``)."""
-        for cwd, writer in list(self._writers.items()):
-            if writer.wanted():
-                self._close_writer(cwd)
-
-    def _close_writers(self) -> None:
-        while self._writers:
-            _, writer = self._writers.popitem()
-            try:
-                writer.close()
-            except Exception:  # closing must not stop the thread
-                pass
 
     # -- tailing ----------------------------------------------------------------------
 
     def _tail(self) -> None:
-        last_rescan = float("-inf")
-        while not self._stop.wait(self.config.poll_ms / 1000):
-            now = time.monotonic()
-            if now - last_rescan >= self.config.rescan_seconds:
-                last_rescan = now
-                candidates = self._all_files()
-            else:
-                candidates = [p for p, at in list(self._hot.items())
-                              if now - at < self.config.hot_seconds]
-            for path in candidates:
-                _, stamp = _identity(path)
-                if stamp is not None and self._known.get(path) != stamp:
-                    self._schedule(path, urgent=False)
-
-    def _all_files(self) -> list[str]:
-        found: list[str] = []
-        for root in self.roots:
-            if not root.exists():
-                continue
+        while not self._stop.wait(self.watcher.poll_seconds):
             try:
-                found.extend(str(p) for p in session_files([root]))
+                changed = self.watcher.changed()
             except PathProblem:
                 continue  # a folder vanished mid-walk: next rescan
-        return found
-
-
-def _identity(session_file: str) -> tuple[str, Stamp | None]:
-    path = os.path.realpath(session_file)
-    try:
-        info = os.stat(path)
-    except (OSError, ValueError):
-        return path, None
-    if not stat.S_ISREG(info.st_mode):  # a FIFO or /dev/zero would hang the indexer
-        return path, None
-    return path, (info.st_ino, info.st_size, info.st_mtime_ns)
-
-
-def _entries(batch: Batch) -> int:
-    return sum(1 for event in batch.events if event.kind == "entry")
+            for path, _ in changed:
+                self._schedule(os.path.realpath(path), urgent=False)
 
 
 def _ms(started: float) -> float:
@@ -474,7 +407,8 @@ def engine_for(settings: Any) -> FreshnessEngine | None:
     if settings.service_mode or not settings.freshness.enabled:
         return None
     return FreshnessEngine(settings.home, namespace=settings.namespace,
-                           config=settings.freshness, roots=default_roots(settings),
+                           config=settings.freshness, watch=settings.watch,
+                           roots=default_roots(settings),
                            max_line_bytes=settings.max_line_bytes)
 
 

@@ -22,6 +22,7 @@ every stage may read its section.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -32,6 +33,8 @@ import msgspec
 import platformdirs
 
 from lookback.errors import SettingsError
+
+log = logging.getLogger("lookback.settings")
 
 PREFIX = "LOOKBACK_"
 
@@ -86,12 +89,21 @@ class Freshness(Section, frozen=True):
     enabled: bool = True
     wait_ms: NonNegative = 200.0  # a request waits at most this long for its file
     rewrite_wait_ms: NonNegative = 1200.0  # ...or this long when the file was rewritten
-    tail: bool = True  # poll the session folders in the background
-    poll_ms: PositiveFloat = 100.0  # hot files are looked at this often
-    rescan_seconds: PositiveFloat = 2.0  # every file (and new folders) this often
-    hot_seconds: NonNegative = 600.0  # a file is hot this long after it last changed
+    tail: bool = True  # poll the session folders in the background (``watch`` settings)
     lock_timeout_seconds: NonNegative = 0.05  # how long a job waits for a busy writer lock
     idle_close_seconds: NonNegative = 1.0  # writers are closed after this long without jobs
+    #: deprecated names of ``watch.poll_ms``, ``watch.rescan_seconds``, ``watch.hot_seconds``
+    poll_ms: PositiveFloat | None = None
+    rescan_seconds: PositiveFloat | None = None
+    hot_seconds: NonNegative | None = None
+
+
+class Watch(Section, frozen=True):
+    """How session folders are polled: by ``lookback watch`` and the reader's tailer."""
+
+    poll_ms: PositiveFloat = 50.0  # files changed recently are looked at this often
+    rescan_seconds: PositiveFloat = 2.0  # every file (and new folders) this often
+    hot_seconds: NonNegative = 600.0  # a file counts as recently changed this long
 
 
 class ClaudeCode(Section, frozen=True):
@@ -168,6 +180,7 @@ class Settings(Section, frozen=True):
     privacy: Privacy = Privacy()
     server: Server = Server()
     freshness: Freshness = Freshness()
+    watch: Watch = Watch()
     claude_code: ClaudeCode = ClaudeCode()
     codex: Codex = Codex()
     manifest: Manifest = Manifest()
@@ -215,9 +228,31 @@ def load_settings(overrides: Mapping[str, Any] | None = None,
         _check_keys(layer, Settings, origin, ())
         _merge(values, layer)
     try:
-        return msgspec.convert(values, Settings, strict=False, dec_hook=_decode)
+        settings = msgspec.convert(values, Settings, strict=False, dec_hook=_decode)
     except msgspec.ValidationError as error:
         raise SettingsError(_explain(str(error))) from None
+    return _renamed(settings, values)
+
+
+#: Settings that moved: the old name still works (unless the new one is set too) and
+#: is reported as deprecated.
+RENAMED = {"freshness.poll_ms": "watch.poll_ms",
+           "freshness.rescan_seconds": "watch.rescan_seconds",
+           "freshness.hot_seconds": "watch.hot_seconds"}
+
+
+def _renamed(settings: Settings, values: Mapping[str, Any]) -> Settings:
+    for old, new in RENAMED.items():
+        (old_section, old_key), (new_section, new_key) = old.split("."), new.split(".")
+        value = getattr(getattr(settings, old_section), old_key)
+        if value is None:
+            continue
+        log.warning("setting %s is deprecated: it is %s now", old, new)
+        if new_key in values.get(new_section, {}):
+            continue  # the new name wins
+        section = msgspec.structs.replace(getattr(settings, new_section), **{new_key: value})
+        settings = msgspec.structs.replace(settings, **{new_section: section})
+    return settings
 
 
 def reference() -> list[tuple[str, str, str]]:

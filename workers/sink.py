@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from lookback.errors import ForeignProject
-from lookback.index.layout import project_key
+from lookback.index.layout import project_key, refuse_foreign
 from lookback.ingest.events import Event
 from lookback.ingest.reader import Batch, FileState
 from lookback.workers.config import ServiceConfig, redis_client
@@ -102,12 +102,11 @@ class RedisSink:
 
     def _check(self, *projects: str | None) -> None:
         """ForeignProject (counted) when this sink may not touch one of ``projects``."""
-        if self.only_project is None:
-            return
-        if any(p is not None and p != self.only_project for p in projects):
+        try:
+            refuse_foreign(self.only_project, *projects)
+        except ForeignProject:
             self.refused += 1
-            raise ForeignProject("the session file names a project this request was not "
-                                 "authorized for")
+            raise
 
     def claim(self, path: str, cwd: str) -> None:
         """Make ``cwd``'s project the only one holding ``path``: when the file's header

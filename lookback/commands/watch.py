@@ -33,10 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "events go to Redis for `lookback worker`; a restarted watcher "
                     "resumes where Redis says it stopped.")
     parser.add_argument("paths", nargs="*", type=Path, help="folders or files to watch")
-    parser.add_argument("--poll", type=float, default=0.05, metavar="SECONDS",
-                        help="how often recently changed files are checked (default 0.05)")
-    parser.add_argument("--rescan", type=float, default=2.0, metavar="SECONDS",
-                        help="how often all files are checked and folders walked (default 2)")
+    parser.add_argument("--poll", type=float, metavar="SECONDS",
+                        help="how often recently changed files are checked (default: the "
+                             "watch.poll_ms setting, 50 ms)")
+    parser.add_argument("--rescan", type=float, metavar="SECONDS",
+                        help="how often all files are checked and folders walked (default: "
+                             "the watch.rescan_seconds setting, 2)")
     parser.add_argument("--once", action="store_true", help="one round, then exit")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="print a line (counts only) for every round that sent events")
@@ -45,7 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
-    if args.poll <= 0 or args.rescan <= 0:
+    poll = settings.watch.poll_ms / 1000 if args.poll is None else args.poll
+    rescan = settings.watch.rescan_seconds if args.rescan is None else args.rescan
+    if poll <= 0 or rescan <= 0:
         raise UserError("--poll and --rescan must be positive")
     roots = args.paths or default_roots(settings)
     missing = [str(root) for root in roots if not Path(root).expanduser().exists()]
@@ -63,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
     mode = "Redis" if settings.service_mode else "the local indexes"
     print(f"watching {len(roots)} folder(s), publishing to {mode}; Ctrl-C stops",
           file=sys.stderr, flush=True)
-    watcher = Watcher(roots, sink, poll_seconds=args.poll, rescan_seconds=args.rescan,
-                      on_idle=on_idle, max_line_bytes=settings.max_line_bytes)
+    watcher = Watcher(roots, sink, poll_seconds=poll, rescan_seconds=rescan,
+                      hot_seconds=settings.watch.hot_seconds, on_idle=on_idle,
+                      max_line_bytes=settings.max_line_bytes)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with sink:

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from lookback import api
-from lookback.freshness import FreshnessConfig, FreshnessEngine, engine_for
+from lookback.freshness import FreshnessEngine, engine_for
 from lookback.index.project import ProjectWriter
 from lookback.server import ReaderApp
+from lookback.settings import Watch
 from tests.support import index_paths
 
 from .conftest import FIXTURE, PROMPT, settings_for, write_session
@@ -185,8 +186,8 @@ def test_a_nudge_indexes_in_the_background(app, home, session_file):
 def test_the_tailer_indexes_what_pi_appends_without_any_request(home, tmp_path, project_cwd):
     sessions = tmp_path / "sessions"
     session = write_session(sessions, project_cwd)
-    config = FreshnessConfig(poll_ms=20, rescan_seconds=0.2)
-    engine = FreshnessEngine(home, config=config, roots=[sessions]).start_tailer()
+    engine = FreshnessEngine(home, watch=Watch(poll_ms=20, rescan_seconds=0.2),
+                             roots=[sessions]).start_tailer()
     try:
         assert wait_until_found(home, session, "AppMessage") != []
         with open(session, "a", encoding="utf-8") as handle:
@@ -246,8 +247,8 @@ def test_maintenance_gets_the_writer_lock_while_a_session_is_live(home, tmp_path
     header = json.loads(lines[0])
     other.write_text("\n".join([json.dumps({**header, "id": "maintenance-session"}),
                                 *lines[1:]]) + "\n")
-    config = FreshnessConfig(poll_ms=5, rescan_seconds=0.2)
-    engine = FreshnessEngine(home, config=config, roots=[sessions]).start_tailer()
+    engine = FreshnessEngine(home, watch=Watch(poll_ms=5, rescan_seconds=0.2),
+                             roots=[sessions]).start_tailer()
     stop = threading.Event()
     appended = [0]
 
