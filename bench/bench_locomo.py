@@ -214,16 +214,16 @@ def cache_key(data_path: Path, embedder: str | None) -> str:
 
 
 def vector_key(data_path: Path, embedder: str) -> str:
-    """The data, the conversion, the embedder and the sources that make its vectors: the
-    vector cache outlives index changes (a vector is used only where its entry's text
-    hash still matches, so a stale one is embedded again, never used)."""
+    """The data, the conversion and the embedder's stamp (model, dimensions, chunking
+    version): what the index itself checks before it uses a stored vector, so the cache
+    outlives index and code changes exactly as stored vectors do (a vector is used only
+    where its entry's text hash still matches; a stale one is embedded again)."""
+    from lookback.embedders.registry import get_embedder
+    from lookback.index.embeddings import Stamp
+
+    stamp = Stamp.of(get_embedder(embedder))
     digest = hashlib.sha256(data_path.read_bytes())
-    digest.update(f"conversion {CONVERSION_VERSION} embedder {embedder}".encode())
-    sources = sorted(ROOT.glob("embedders/*.py")) + [ROOT / "index" / "embeddings.py",
-                                                     ROOT / "index" / "chunking.py"]
-    for source in sources:
-        if source.is_file():
-            digest.update(source.read_bytes())
+    digest.update(f"conversion {CONVERSION_VERSION} {stamp}".encode())
     return digest.hexdigest()[:16]
 
 
