@@ -37,17 +37,24 @@ TUNING = json.loads((Path(__file__).parent / "fixtures" / "semantic_tuning.json"
 HELDOUT = json.loads((Path(__file__).parent / "fixtures" / "semantic_heldout.json").read_text())
 QUESTIONS = json.loads((Path(__file__).parent / "fixtures" / "semantic_questions.json").read_text())
 
-#: Hybrid hits@5 each embedder must reach: (golden, of 12; tuning, of 28; held-out, of 20).
-#: Measured (docs/semantic.md): hashing 4, 10 and 3; minilm-onnx 11, 22 and 13 (23 on the
-#: former int8 graph) -- 10, 20 and 12 before code chunks weighed less and an entry
-#: scored its two best chunks, so the tuning bound fails on that ranking;
-#: minilm+e5-onnx 12, 22 and 17, where its held-out
-#: bound is the issue's target (recall@5 >= 0.73 of 20 questions: 15) and minilm-onnx's
-#: own 13 misses it.
-MIN_HYBRID_HITS = {"hashing": (3, 8, 2), "minilm-onnx": (10, 21, 12),
-                   "minilm+e5-onnx": (11, 20, 15)}
+#: Hybrid hits@5 each embedder must reach: (golden, of 12; tuning, of 28; held-out, of 20;
+#: questions-tuning, of 25; questions-heldout, of 23). Measured with strong keyword hits
+#: leading fusion (docs/semantic.md): hashing 4, 12, 4, 10, 13; minilm-onnx 10, 23, 15,
+#: 13, 15; minilm+e5-onnx 12, 23, 18, 13, 15. minilm+e5-onnx's held-out bound is the
+#: issue's target for that set (0.73 of 20: 15); on questions-heldout the target (17 of 23)
+#: is not met, and the bound only guards today's 15.
+MIN_HYBRID_HITS = {"hashing": (3, 10, 3, 8, 11), "minilm-onnx": (9, 21, 13, 11, 13),
+                   "minilm+e5-onnx": (11, 21, 15, 11, 13)}
 RECALL_SETS = {"golden": GOLDEN["cases"], "tuning": TUNING["cases"],
-               "held-out": HELDOUT["cases"]}
+               "held-out": HELDOUT["cases"], "questions-tuning": QUESTIONS["tuning"],
+               "questions-heldout": QUESTIONS["heldout"]}
+#: The sets whose questions restate an entry: there hybrid must beat lexical. The question
+#: sets ask about figures and names too, which keywords find (lexical 9/25 and 16/23).
+RESTATEMENTS = ("golden", "tuning", "held-out")
+
+
+def _answers_of(case: dict) -> set[str]:
+    return set(case.get("answers") or [case["answer"]])
 
 
 def _index(home: Path, embedder: str | None = "hashing") -> None:
@@ -156,7 +163,7 @@ def test_paraphrase_recall_at_5_hybrid_beats_lexical(indexed_fixture: IndexedFix
     # entries). minilm+e5-onnx's held-out bound is the recall target.
     answers = _answers_with(indexed_fixture, name)
     found = []
-    for cases in RECALL_SETS.values():
+    for set_name, cases in RECALL_SETS.items():
         hits = {"lexical": 0, "hybrid": 0}
         for case in cases:
             got = answers[case["question"]]
@@ -166,12 +173,13 @@ def test_paraphrase_recall_at_5_hybrid_beats_lexical(indexed_fixture: IndexedFix
             assert got.used is True
             # never the live context or another branch
             assert set(got.hybrid) <= indexed_fixture.allowed
-            hits["lexical"] += case["answer"] in got.lexical[:5]
-            hits["hybrid"] += case["answer"] in got.hybrid[:5]
-        assert hits["hybrid"] > hits["lexical"]
+            hits["lexical"] += bool(_answers_of(case) & set(got.lexical[:5]))
+            hits["hybrid"] += bool(_answers_of(case) & set(got.hybrid[:5]))
+        assert set_name not in RESTATEMENTS or hits["hybrid"] > hits["lexical"]
         found.append(hits["hybrid"])
     print(f"\n{name}: hybrid hits@5 golden {found[0]}/12, tuning {found[1]}/28, "
-          f"held-out {found[2]}/20")
+          f"held-out {found[2]}/20, questions-tuning {found[3]}/25, "
+          f"questions-heldout {found[4]}/23")
     assert all(hits >= least for hits, least in zip(found, MIN_HYBRID_HITS[name], strict=True))
 
 
@@ -193,8 +201,7 @@ def test_vector_finds_never_displace_a_strong_lexical_hit(home: Path, monkeypatc
     monkeypatch.setattr(hybrid, "fuse", spy)
     _index(home)
     ask = _asker(home)
-    questions = [case["question"] for cases in (*RECALL_SETS.values(), QUESTIONS["tuning"],
-                                                QUESTIONS["heldout"]) for case in cases]
+    questions = [case["question"] for cases in RECALL_SETS.values() for case in cases]
     for question in questions:
         ask(question)
     assert len(calls) == len(questions)

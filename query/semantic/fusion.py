@@ -7,7 +7,7 @@ descending, key ascending), whatever the vectors say. Inside the ``other`` tier:
 
 1. **Strong lexical hits first.** A lexical candidate is *strong* when its ``strength``
    -- the share of the question's term rarity its verified matches carry, discounted for
-   length (``hybrid.lexical_strength``) -- is at least ``STRONG`` (0.2). Strong hits
+   length (``hybrid.lexical_strength``) -- is at least ``STRONG`` (0.25). Strong hits
    lead the tier, ordered by reciprocal-rank fusion with equal weights,
    ``1 / (k + lexical_rank) + 1 / (k + semantic_rank)``: the vectors' agreement lifts a
    strong hit above another strong hit, but nothing else comes above any of them.
@@ -64,7 +64,7 @@ DEFAULT_SEMANTIC_WEIGHT = 2.0
 STRONG_SEMANTIC_WEIGHT = 1.0
 
 #: A lexical candidate at least this strong (``Candidate.strength``) is a strong hit.
-STRONG = 0.2
+STRONG = 0.25
 
 
 @dataclass(frozen=True)
