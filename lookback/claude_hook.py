@@ -86,6 +86,9 @@ def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
         context = additional_context(post_json(url, "/v1/retrieve", body, deadline=deadline,
                                                token=token))
         return hook_output(context) if context else None
+    except ConnectionRefusedError:  # no reader: start one for the next prompt, add nothing now
+        hook_client.start_reader(url, "claude-code")
+        return None
     except Exception:  # fail-open: whatever went wrong, Claude Code goes on unchanged
         return None
 

@@ -104,6 +104,29 @@ def post_json(url: str, path: str, body: dict, *, deadline: float,
     return _parse_http(answer)
 
 
+#: Reader hosts a hook may start a reader for: this machine only.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def start_reader(url: str, started_by: str) -> None:
+    """No reader listens at ``url``: run ``lookback serve --ensure`` detached (it returns at
+    once and starts at most one reader per machine; ``lookback.background``), so the next
+    prompt finds one. Not for a remote reader, nor with ``LOOKBACK_AUTOSTART=0``; never
+    raises (fail-open)."""
+    try:
+        host, port, _ = split_url(url)
+        if os.environ.get("LOOKBACK_AUTOSTART") == "0" or host not in LOOPBACK_HOSTS:
+            return
+        import subprocess  # only on this path: a hook's usual run never pays for it
+
+        subprocess.Popen([sys.executable, "-m", "lookback", "serve", "--ensure",
+                          "--started-by", started_by, "--port", str(port)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    except Exception:
+        pass
+
+
 def split_url(url: str) -> tuple[str, int, str]:
     """(host, port, path prefix) of ``http://host[:port][/prefix]`` (``urllib.parse``
     would cost an import on every prompt)."""

@@ -55,6 +55,13 @@ def no_real_claude_code_sessions(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("CODEX_HOME", str(tmp_path_factory.getbasetemp() / "no-codex"))
 
 
+@pytest.fixture(autouse=True)
+def no_reader_started_by_a_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test's "reader down" stays down: no hook or extension it runs starts one
+    (``lookback serve --ensure``) unless the test turns ``LOOKBACK_AUTOSTART`` on."""
+    monkeypatch.setenv("LOOKBACK_AUTOSTART", "0")
+
+
 TESTS = Path(__file__).resolve().parent
 #: Folders whose every test carries a marker.
 FOLDER_MARKERS = {TESTS / "service": "redis", TESTS / "e2e": "e2e"}

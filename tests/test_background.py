@@ -76,3 +76,41 @@ def test_doctor_names_who_started_the_reader(home):
         assert "started by claude-code" in finding.summary
     finally:
         lookback(home, "serve", "--stop")
+
+
+def test_the_claude_code_hook_finding_no_reader_starts_one_and_adds_nothing(home):
+    """The hook as Claude Code runs it (`python -S -I claude_hook.py`): this prompt gets
+    nothing (fail-open), and `lookback serve --ensure` starts the reader for the next one."""
+    from lookback import claude_hook
+    from tests.test_claude_hook import hook_input
+
+    port = free_port()
+    env = {**environment(home), "LOOKBACK_HOME": str(home), "LOOKBACK_AUTOSTART": "1"}
+    script = str(Path(claude_hook.__file__))
+    done = subprocess.run([sys.executable, "-S", "-I", script, "--url",
+                           f"http://127.0.0.1:{port}"], input=hook_input(),
+                          capture_output=True, timeout=60, env=env, check=False)
+    assert (done.returncode, done.stdout) == (0, b"")
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}", timeout=60)
+        started = read_started(load_settings({"home": str(home)}, environ={}))
+        assert started is not None and started.started_by == "claude-code"
+        assert started.port == port
+    finally:
+        lookback(home, "serve", "--stop")
+
+
+def test_a_hook_starts_no_reader_for_a_remote_url_or_when_turned_off(home, monkeypatch):
+    from lookback import hook_client
+
+    spawned: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "Popen", lambda command, **_: spawned.append(command))
+    monkeypatch.setenv("LOOKBACK_AUTOSTART", "1")
+    hook_client.start_reader("http://reader.example:8765", "claude-code")
+    monkeypatch.setenv("LOOKBACK_AUTOSTART", "0")
+    hook_client.start_reader("http://127.0.0.1:8765", "claude-code")
+    assert spawned == []
+    monkeypatch.setenv("LOOKBACK_AUTOSTART", "1")
+    hook_client.start_reader("http://127.0.0.1:8765", "claude-code")
+    assert spawned == [[sys.executable, "-m", "lookback", "serve", "--ensure",
+                        "--started-by", "claude-code", "--port", "8765"]]

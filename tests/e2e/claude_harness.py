@@ -260,6 +260,7 @@ class ClaudeRunner:
         base = {k: v for k, v in os.environ.items()
                 if not k.startswith(("LOOKBACK_", "ANTHROPIC_", "CLAUDE_"))}
         base.update(HOME=str(self.home), ANTHROPIC_BASE_URL=self.model.url,
+                    LOOKBACK_AUTOSTART="0",  # "reader down" stays down: the hook starts none
                     ANTHROPIC_API_KEY="sk-ant-fake-key", DISABLE_AUTOUPDATER="1",
                     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
         base.update(env or {})
