@@ -78,3 +78,22 @@ def test_the_pi_extension_and_compose_variables_are_not_settings(tmp_path):
 def test_a_named_settings_file_must_exist(tmp_path):
     with pytest.raises(SettingsError, match="does not exist"):
         load_settings(environ={"LOOKBACK_CONFIG": str(tmp_path / "missing.toml")})
+
+
+def test_polling_is_one_setting_and_its_old_names_still_work(tmp_path, caplog):
+    from lookback.freshness import engine_for
+
+    old = load_settings(environ=environ(tmp_path, "[freshness]\npoll_ms = 20\n",
+                                        LOOKBACK_FRESHNESS__HOT_SECONDS="60"))
+    assert (old.watch.poll_ms, old.watch.rescan_seconds, old.watch.hot_seconds) == (20, 2, 60)
+    assert "freshness.poll_ms is deprecated" in caplog.text
+    assert "freshness.hot_seconds is deprecated" in caplog.text
+    both = load_settings(environ=environ(tmp_path, "[freshness]\npoll_ms = 20\n"
+                                                   "[watch]\npoll_ms = 30\n"))
+    assert both.watch.poll_ms == 30  # the new name wins
+    engine = engine_for(old)
+    assert engine is not None
+    try:  # the reader's tailer polls as `lookback watch` does
+        assert (engine.watcher.poll_seconds, engine.watcher.hot_seconds) == (0.02, 60)
+    finally:
+        engine.close()
