@@ -258,7 +258,7 @@ def _renamed(settings: Settings, values: Mapping[str, Any]) -> Settings:
 def reference() -> list[tuple[str, str, str]]:
     """(dotted key, variable, default as TOML-ish text) of every setting, in order.
 
-    README's configuration table lists exactly these (tests/test_docs.py).
+    docs/configuration.md's table lists exactly these (tests/test_docs.py).
     """
     return [(key, variable_name(key), _render(value)) for key, value in _leaves(DEFAULTS, ())]
 
@@ -296,7 +296,7 @@ def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
         if dotted is None:
             raise SettingsError(f"{name} is not a Lookback setting (a typo?); settings are "
                                 f"LOOKBACK_<KEY> or LOOKBACK_<SECTION>__<KEY>, e.g. "
-                                f"LOOKBACK_RETRIEVAL__MAX_RESULTS; see README's table")
+                                f"LOOKBACK_RETRIEVAL__MAX_RESULTS; see docs/configuration.md")
         *sections, key = dotted.split(".")
         node = found
         for section in sections:

@@ -1,4 +1,6 @@
-"""README's configuration table is the settings the code declares (like sqlite-utils' test_docs)."""
+"""The docs tell the truth about the code (like sqlite-utils' test_docs): the settings table is
+the settings declared, every name, path, command and example in them exists or runs, and the
+pages hang together (every page linked from docs/index.md, one benchmark table in the README)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,15 @@ import pytest
 from lookback.settings import reference
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+CONFIGURATION = README.parent / "docs" / "configuration.md"
 ROW = re.compile(r"^\| `(?P<key>[a-z_.]+)` \| `(?P<variable>LOOKBACK_[A-Z_]+)` "
                  r"\| (?P<default>[^|]+) \|")
 
 
-def readme_settings() -> list[tuple[str, str, str]]:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+def documented_settings() -> list[tuple[str, str, str]]:
+    """(key, variable, default) of each row of docs/configuration.md's table."""
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
         match = ROW.match(line)
@@ -29,17 +33,30 @@ def readme_settings() -> list[tuple[str, str, str]]:
     return rows
 
 
-def test_readme_lists_every_setting_with_its_variable_and_default():
-    documented = readme_settings()
+def test_the_configuration_page_lists_every_setting_with_its_variable_and_default():
+    documented = documented_settings()
     declared = reference()
     assert [row[0] for row in documented] == [row[0] for row in declared], \
-        "README's configuration table and lookback/settings.py list different settings"
+        "docs/configuration.md's table and lookback/settings.py list different settings"
     for row, expected in zip(documented, declared, strict=True):
-        assert row == expected, f"README: {expected[0]!r} is {row[1:]}, the code {expected[1:]}"
+        assert row == expected, \
+            f"docs/configuration.md: {expected[0]!r} is {row[1:]}, the code {expected[1:]}"
 
 
 def test_the_table_is_found():
-    assert len(readme_settings()) >= 30
+    assert len(documented_settings()) >= 30
+
+
+def test_the_configuration_pages_example_file_loads(tmp_path):
+    """The sample config.toml is a file ``load_settings`` accepts, with the values it shows."""
+    from lookback.settings import load_settings
+
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    sample = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "config.toml").write_text(sample, encoding="utf-8")
+    settings = load_settings(environ={"LOOKBACK_CONFIG": str(tmp_path / "config.toml")})
+    assert settings.retrieval.semantic is True and settings.retrieval.embedder == "minilm+e5-onnx"
+    assert settings.privacy.providers == {"anthropic": "internal"}
 
 
 def test_the_pi_extension_variables_are_left_to_the_extension():
@@ -289,3 +306,45 @@ def test_the_readmes_retrieve_and_search_examples_run(lookback):
     assert search[:3] == ["search", "parseConfig", "--session-file"]
     code, out = lookback([*search[:3], session, "--json"])
     assert code == 0 and "results" in json.loads(out)
+
+
+# --- the pages hang together (issue 21: docs a newcomer reads in ten minutes) -------------
+
+INDEX = ROOT / "docs" / "index.md"
+
+
+def test_every_page_of_docs_is_linked_from_the_index():
+    """docs/index.md is the map: a new page under docs/ gets a line there."""
+    linked = {target.split("#")[0] for target in
+              re.findall(r"\]\(([^)\s]+)\)", INDEX.read_text(encoding="utf-8"))}
+    pages = {path.name for path in (ROOT / "docs").glob("*.md")} - {"index.md"}
+    assert pages and sorted(pages - linked) == []
+
+
+def test_the_readme_links_the_index_and_stays_short():
+    readme = README.read_text(encoding="utf-8")
+    assert "(docs/index.md)" in readme
+    assert len(readme.splitlines()) <= 150, "README.md is the short page; details go to docs/"
+
+
+def markdown_tables(text: str) -> list[list[str]]:
+    """Each table of ``text`` as its lines (a header row, then a ``|---`` row)."""
+    lines = text.splitlines()
+    return [[line for line in lines[start - 1:] if line.startswith("|")]
+            for start, line in enumerate(lines) if re.match(r"^\|[-| :]+\|$", line)]
+
+
+def test_the_readme_has_one_table_the_headline_figures():
+    """Benchmarks in the README are one table with a command per row; the rest (and every
+    earlier figure) lives in docs/benchmarks.md and CHANGELOG.md."""
+    readme = README.read_text(encoding="utf-8")
+    tables = markdown_tables(readme)
+    assert len(tables) == 1
+    table = "\n".join(tables[0])
+    assert table in readme.split("## Benchmarks", 1)[1]
+    assert "DRAGON" in table and "BM25" in table and "p95" in table
+    rows = tables[0][2:]
+    assert rows and all("`bench_" in row.rsplit("|", 2)[1] for row in rows)
+    assert " was " not in table and "(was" not in table  # history goes to CHANGELOG.md
+    for script in re.findall(r"`(bench_\w+\.py)", table):
+        assert (ROOT / "bench" / script).exists(), script
