@@ -15,7 +15,8 @@ returns them again) and how much the hook's evidence already adds to every reque
 adds now keeps the thread's total within ``--thread-tokens``.
 
 Fail-open, cost and the plain-script start are the Claude Code hook's (``lookback.hook_client``):
-a missing, slow or wrong reader or bad input prints nothing and exits 0, and
+a missing, slow or wrong reader or bad input prints nothing and exits 0 (a reader that is not
+there is started for the next prompt, ``hook_client.start_reader``), and
 ``lookback install codex`` writes a ``python -S -I`` command. bench/bench_codex_hook.py
 measures it.
 """
@@ -195,6 +196,9 @@ def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
                  if not _sources(text) & quoted]
         context = hook_client.whole_envelopes(fresh, room * BYTES_PER_TOKEN, _bytes)
         return hook_client.hook_output(EVENT, context) if context else None
+    except ConnectionRefusedError:  # no reader: start one for the next prompt, add nothing now
+        hook_client.start_reader(url, "codex")
+        return None
     except Exception:  # fail-open: whatever went wrong, Codex goes on unchanged
         return None
 

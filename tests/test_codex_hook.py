@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -310,3 +311,61 @@ def test_a_fork_counts_its_parents_contexts_up_to_the_fork_point(rollout, reader
         handle.write(json.dumps({**meta, "payload": {**meta["payload"], "history_base": {
             "thread_id": "01a232ea-0000-7000-8000-000000000000", "end_byte_offset": 10}}}) + "\n")
     assert codex_hook.quoted_so_far(str(fork)) == (set(), 0)
+
+
+# -- no reader: the hook starts one --------------------------------------------------------------
+
+
+def test_reader_down_starts_a_reader_in_the_background_as_the_claude_hook_does(monkeypatch):
+    started: list[list[str]] = []
+
+    class Recorder:
+        def __init__(self, command, **options):
+            assert options["start_new_session"] is True  # detached from the agent
+            started.append(command)
+
+    monkeypatch.setattr(subprocess, "Popen", Recorder)
+    monkeypatch.delenv("LOOKBACK_AUTOSTART")
+    with fake_reader() as fake:
+        pass  # closed: nothing listens
+    assert run(hook_input(), fake.url) is None
+    assert started == [[sys.executable, "-m", "lookback", "serve", "--ensure", "--started-by",
+                        "codex", "--port", fake.url.rsplit(":", 1)[1]]]
+    with fake_reader(500, b"{}") as failing:  # a reader that answers badly is not replaced
+        assert run(hook_input(), failing.url) is None
+    monkeypatch.setenv("LOOKBACK_AUTOSTART", "0")
+    assert run(hook_input(), fake.url) is None
+    assert len(started) == 1
+
+
+def test_a_new_user_gets_evidence_from_the_second_prompt_on(monkeypatch, capsys, tmp_path,
+                                                            rollout):
+    """`lookback install codex` and nothing else: the first prompt finds no reader, is left
+    unchanged and starts one (the real `lookback serve --ensure`); the next gets evidence."""
+    from tests.e2e.harness import free_port, wait_for_health
+
+    data, port = tmp_path / "lookback-data", free_port()
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    monkeypatch.setenv("LOOKBACK_SERVER__PORT", str(port))
+    assert main(["install", "codex"]) == 0
+    handler = json.loads((tmp_path / "codex-home" / "hooks.json").read_text())["hooks"][
+        "UserPromptSubmit"][0]["hooks"][0]
+    # what Codex passes on to the hook: the user's environment, autostart on (the default)
+    environment = {**{k: v for k, v in os.environ.items() if not k.startswith("LOOKBACK_")},
+                   "LOOKBACK_HOME": str(data), "LOOKBACK_SERVER__PORT": str(port)}
+
+    def prompt() -> subprocess.CompletedProcess:
+        return subprocess.run(handler["command"], shell=True, input=hook_input(
+            transcript=rollout), capture_output=True, timeout=60, check=False, env=environment)
+
+    try:
+        first = prompt()
+        assert (first.returncode, first.stdout) == (0, b"")
+        wait_for_health(f"http://127.0.0.1:{port}", timeout=60)
+        assert HEADER in context_of(prompt().stdout.decode())
+        started = json.loads((data / "serve.pid").read_text())
+        assert started["started_by"] == "codex"
+    finally:
+        subprocess.run([sys.executable, "-m", "lookback", "--home", str(data), "serve",
+                        "--stop"], capture_output=True, timeout=60, check=False, env=environment)
+    capsys.readouterr()

@@ -294,7 +294,8 @@ class CodexRunner:
         base = {k: v for k, v in os.environ.items()
                 if not k.startswith(("LOOKBACK_", "CODEX_", "OPENAI_"))}
         base.update(CODEX_HOME=str(self.codex_home), HOME=str(self.root / "home"),
-                    TMPDIR=str(self.root / "tmp"), **{API_KEY_VARIABLE: "dummy-not-a-secret"})
+                    TMPDIR=str(self.root / "tmp"), **{API_KEY_VARIABLE: "dummy-not-a-secret"},
+                    LOOKBACK_AUTOSTART="0")  # "reader down" stays down: the hook starts none
         base.update(env or {})
         return base
 
