@@ -36,7 +36,7 @@ row with a stored (weighted) chunk row is then ``weight x (s x cos + c)``.
 
 ``minilm+e5-onnx`` adds MiniLM's cosine: ``a x cos_minilm + (1 - a) x mapped e5``,
 with a = 0.5, chosen on the golden and tuning sets (40 questions: 35 in the top 5,
-MRR 0.818, against MiniLM's 34 and 0.621; docs/semantic.md). Its rows are
+MRR 0.818, against MiniLM's 34 and 0.621; CHANGELOG.md). Its rows are
 ``[sqrt(a) minilm, sqrt((1 - a) s) e5, (1 - a) c]`` and, for queries, the same with 1
 last.
 """

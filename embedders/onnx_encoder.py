@@ -41,7 +41,7 @@ from lookback.embedders.word_pieces import (
 #: Texts per forward batch, grouped by length. Small batches waste little on padding:
 #: on the fixtures' real chunks (embedded 64 entries per call, as the builder does),
 #: batches of 32 padded 20.6% of the word pieces they computed and batches of 8 5.6%,
-#: which made them 1.3 times as fast per CPU-second (docs/semantic.md).
+#: which made them 1.3 times as fast per CPU-second (CHANGELOG.md).
 BATCH_SIZE = 8
 
 #: Chunks embedded per entry: the start of an entry says what it is about, and a
@@ -65,7 +65,7 @@ def _return_freed_memory() -> None:
     Loading frees several times the model's size in temporary arrays (the weights as
     read, their transposed copies, the expanded 4-bit blocks); glibc keeps most of it
     in its heap, where the process's resident size still counts it: 107 MB after
-    loading e5, 17 MB after MiniLM (docs/semantic.md, Memory).
+    loading e5, 17 MB after MiniLM (docs/semantic.md, Costs).
     """
     try:
         ctypes.CDLL(None).malloc_trim(0)
@@ -167,7 +167,7 @@ class OnnxEmbedder(EmbeddingPort):
         # The session copies the weights it is given (into the graph's tensors, then
         # its own buffers), so ours are dropped when this returns: keeping them held a
         # second copy, 86 MB for MiniLM and 151 MB for e5. Vectors computed after they
-        # are freed and their pages overwritten are bit-identical (docs/semantic.md).
+        # are freed and their pages overwritten are bit-identical (CHANGELOG.md).
         return onnxruntime.InferenceSession(graph.model, options,
                                             providers=["CPUExecutionProvider"])
 

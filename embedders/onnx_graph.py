@@ -7,8 +7,8 @@ operators that onnxruntime does not fuse (the exporter's NaN-safe softmax hides 
 pattern). Written directly with the fused operators of onnxruntime's
 ``com.microsoft`` domain -- ``Attention`` (QKV projection, scaled dot product,
 softmax, context in one kernel), ``BiasGelu`` and ``SkipLayerNormalization`` -- the float
-weights run 1.2 times as fast per CPU-second as that graph did (docs/semantic.md,
-Embedding rate), and the vectors are the float reference model's.
+weights run 1.2 times as fast per CPU-second as that graph did (CHANGELOG.md), and the
+vectors are the float reference model's.
 
 The graph holds no weights: each big tensor is declared *external* and handed to
 onnxruntime from memory (``SessionOptions.add_external_initializers``), so nothing is
