@@ -18,7 +18,15 @@ from lookback.ingest.reader import NotASession
 from lookback.query.privacy.policy import PrivacyPolicy
 from lookback.query.search.history import HistorySearch
 from lookback.query.search.reader import IndexReader
-from lookback.query.search.request import RequestError, parse_request
+from lookback.query.search.request import (
+    RequestError,
+    RetrievalRequest,
+    SearchRequest,
+    SourceRequest,
+    parse_request,
+    parse_search,
+    parse_source,
+)
 from lookback.query.search.retrieve import Retriever
 from lookback.settings import Privacy, Settings, load_settings
 
@@ -70,33 +78,37 @@ def _bad_session_file() -> Iterator[None]:
                            "not-a-session") from None
 
 
-def retrieve(request: dict[str, Any], *, settings: Settings | None = None,
+def retrieve(request: dict[str, Any] | RetrievalRequest, *, settings: Settings | None = None,
              reader: IndexReader | None = None) -> dict[str, Any]:
-    """Evidence for the latest real user message of ``request`` (the contract: docs/design.md)."""
+    """Evidence for the latest real user message of ``request`` (the contract: docs/design.md;
+    a dict is decoded here, a decoded request — the HTTP reader's — is used as it is)."""
     settings = settings or load_settings()
-    parsed = parse_request(request, settings.retrieval.as_dict())
+    parsed = request if isinstance(request, RetrievalRequest) else \
+        parse_request(request, settings.retrieval)
     reader = reader or default_reader(settings)
     embedder = settings.retrieval.embedder
     with _bad_session_file():
         return Retriever(reader, privacy_policy(settings), embedder=embedder).retrieve(parsed)
 
 
-def search(request: dict[str, Any], *, settings: Settings | None = None,
+def search(request: dict[str, Any] | SearchRequest, *, settings: Settings | None = None,
            reader: IndexReader | None = None) -> dict[str, Any]:
     """Explicit history search with a chosen scope (branch, session or project)."""
     settings = settings or load_settings()
+    parsed = request if isinstance(request, SearchRequest) else parse_search(request)
     reader = reader or default_reader(settings)
     with _bad_session_file():
-        return HistorySearch(reader, privacy_policy(settings)).search(request)
+        return HistorySearch(reader, privacy_policy(settings)).search(parsed)
 
 
-def source(request: dict[str, Any], *, settings: Settings | None = None,
+def source(request: dict[str, Any] | SourceRequest, *, settings: Settings | None = None,
            reader: IndexReader | None = None) -> dict[str, Any]:
     """One entry's full indexed text, by session and entry id."""
     settings = settings or load_settings()
+    parsed = request if isinstance(request, SourceRequest) else parse_source(request)
     reader = reader or default_reader(settings)
     with _bad_session_file():
-        return HistorySearch(reader, privacy_policy(settings)).source(request)
+        return HistorySearch(reader, privacy_policy(settings)).source(parsed)
 
 
 def health(settings: Settings | None = None) -> dict[str, Any]:

@@ -4,7 +4,7 @@ reason, word for word.
 
 The paths: the Python API (retrieve, search, source), the HTTP endpoints (the Pi
 extension's), the CLI (``retrieve``, ``search``, ``context retrieved``), the MCP tools
-(``history_search``, ``history_read``) and the Claude Code hook. The secret sits far
+(``history_search``, ``history_read``) and the Claude Code and Codex hooks. The secret sits far
 from the searched term (tests/server/test_privacy_gate.py's row shape), so only the
 whole-row classification of the gate can catch it.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from lookback import api, claude_hook
+from lookback import api, claude_hook, codex_hook
 from lookback.cli import main
 from lookback.mcp import HistoryTools
 from lookback.query.privacy.policy import PrivacyPolicy, Verdict
@@ -185,7 +185,8 @@ def test_the_mcp_tools_pass_the_gate(settings, session, verdicts):
         app.close()
 
 
-def test_the_claude_code_hook_passes_the_gate(settings, session, verdicts):
+@pytest.mark.parametrize("hook", [claude_hook, codex_hook], ids=["claude-code", "codex"])
+def test_the_hooks_pass_the_gate(settings, session, verdicts, hook):
     reason = the_reason(settings)
     server, thread = start_server(settings)
     try:
@@ -193,7 +194,7 @@ def test_the_claude_code_hook_passes_the_gate(settings, session, verdicts):
         stdin = json.dumps({"hook_event_name": "UserPromptSubmit",
                             "prompt": f"what did the {TERM} step do?",
                             "transcript_path": str(session)}).encode()
-        output = claude_hook.run_hook(stdin, url=url, provider=PROVIDER, timeout_ms=30_000)
+        output = hook.run_hook(stdin, url=url, provider=PROVIDER, timeout_ms=30_000)
     finally:
         stop_server(server, thread)
     assert output is not None and "clean" in output  # the clean source got through

@@ -39,14 +39,19 @@ from lookback.query.context.manifest import ManifestStore, retrieval_record
 from lookback.query.context.planner import decide_for_answer, decide_request
 from lookback.query.search.request import (
     MAX_DEPTH,
+    Named,
+    SessionNames,
     check_depth,
+    encode_request,
     optional_text,
     parse_plan,
     parse_request,
-    session_names,
+    parse_search,
+    parse_source,
+    pin,
 )
 from lookback.server.auth import Grants
-from lookback.server.cache import AnswerCache, cache_key, watermark
+from lookback.server.cache import AnswerCache, watermark
 from lookback.server.errors import FORBIDDEN, ApiError
 from lookback.server.nudges import GIVE_UP_SECONDS as NUDGE_GIVE_UP_SECONDS
 from lookback.server.nudges import NudgeQueue
@@ -149,34 +154,33 @@ class ReaderApp:
 
     # -- projects and auth --------------------------------------------------------------
 
-    def _ref(self, body: dict) -> Any:
-        """The project and session a body names, or None when it names none that is indexed."""
+    def _ref(self, names: SessionNames) -> Any:
+        """The project and session a request names, or None when it names none that is
+        indexed."""
         try:
-            return self.reader.resolve(session_file=_text(body, "session_file"),
-                                       project=_text(body, "project"),
-                                       session_id=_text(body, "session_id"))
+            return self.reader.resolve(**names.as_dict())
         except (LookupError, OSError, ValueError):
             return None
 
-    def _authorize(self, body: dict, grant: frozenset[str] | None) -> Any:
-        """The body's session reference, after checking the token grants its project."""
-        ref = self._ref(body)
+    def _authorize(self, names: SessionNames, grant: frozenset[str] | None) -> Any:
+        """The request's session reference, resolved once, after checking the token grants
+        its project."""
+        ref = self._ref(names)
         if grant is None:
             return ref
         if ref is not None:
             name = ref.project.name
-        elif _text(body, "session_file"):
+        elif names.session_file:
             # A session file that cannot be resolved (missing, not a session, unreadable)
             # gets the same 403 as another project's: a token learns nothing about paths.
             name = None
         else:
-            name = self._project_name(body)
+            name = self._project_name(names.project)
         if name is None or name not in grant:
             raise FORBIDDEN
         return ref
 
-    def _project_name(self, body: dict) -> str | None:
-        project = _text(body, "project")
+    def _project_name(self, project: str | None) -> str | None:
         if not project:
             return None
         try:
@@ -188,16 +192,16 @@ class ReaderApp:
 
     def retrieve(self, body: dict, grant: frozenset[str] | None) -> Reply:
         started = time.perf_counter()
-        # A malformed request is a 400 before anything touches a file; the plan reads
-        # this parse too (a null budget is the default for both).
-        parsed = parse_request(body, self.settings.retrieval.as_dict())
-        ref = self._authorize(body, grant)
+        # Decoded once: a malformed request is a 400 before anything touches a file; the
+        # plan reads this decode too (a null budget is the default for both).
+        parsed = parse_request(body, self.settings.retrieval)
+        ref = self._authorize(parsed.names, grant)
         fresh = freshness.refresh(self.freshness, body, ref)
         if fresh is not None and fresh.state == "rewrite-pending":
             return 200, freshness.rewrite_pending_answer(fresh), {"outcome": "not-indexed"}
-        asked = pinned(body, ref)
+        asked = pinned(parsed, ref)
         mark = watermark(self.reader, ref) if ref is not None else None
-        key = (cache_key(asked), mark) if mark and self.cache.size else None
+        key = (encode_request(asked), mark) if mark and self.cache.size else None
         cached = self.cache.get(key) if key else None
         if cached is None:
             response = self.call(self.engine.retrieve, asked, settings=self.settings,
@@ -211,37 +215,37 @@ class ReaderApp:
         else:
             encoded, response = cached
         latency_ms = (time.perf_counter() - started) * 1000
-        self._record_retrieval(ref, body, response, latency_ms, cached is not None)
+        self._record_retrieval(ref, parsed, response, latency_ms, cached is not None)
         if isinstance(response.get("plan"), dict):
             self._record_plan(response["evidence"], response["plan"], grant)
         fields = _counts(response)
         fields["cache"] = "hit" if cached is not None else ("miss" if key else "off")
         return 200, encoded, fields
 
-    def _record_retrieval(self, ref: Any, body: dict, response: dict, latency_ms: float,
+    def _record_retrieval(self, ref: Any, parsed: Any, response: dict, latency_ms: float,
                           cached: bool) -> None:
-        session_id = ref.session_id if ref is not None else _text(body, "session_id")
+        session_id = ref.session_id if ref is not None else parsed.session_id
         if not session_id:
             return
         project = ref.project.name if ref is not None else None
         record = retrieval_record(response, session_id=session_id, project=project,
-                                  leaf_id=_text(body, "leaf_id"), latency_ms=latency_ms,
+                                  leaf_id=parsed.leaf_id, latency_ms=latency_ms,
                                   cached=cached)
         self.manifests.submit(lambda: self.manifests.store.add(record))
 
     def search(self, body: dict, grant: frozenset[str] | None) -> Reply:
-        session_names(body, project_alone=True)  # a project alone: its latest session
-        ref = self._authorize(body, grant)
+        parsed = parse_search(body)  # a project alone: its latest session
+        ref = self._authorize(parsed.names, grant)
         freshness.refresh(self.freshness, body, ref)  # the live leaf is searchable too
-        response = self.call(self.engine.search, pinned(body, ref), settings=self.settings,
+        response = self.call(self.engine.search, pinned(parsed, ref), settings=self.settings,
                              reader=self.reader)
         return 200, response, {"results": len(response.get("results") or [])}
 
     def source(self, body: dict, grant: frozenset[str] | None) -> Reply:
-        session_names(body)
-        ref = self._authorize(body, grant)
+        parsed = parse_source(body)
+        ref = self._authorize(parsed.names, grant)
         freshness.refresh(self.freshness, body, ref)
-        response = self.call(self.engine.source, pinned(body, ref), settings=self.settings,
+        response = self.call(self.engine.source, pinned(parsed, ref), settings=self.settings,
                              reader=self.reader)
         return 200, response, {}
 
@@ -284,7 +288,8 @@ class ReaderApp:
         session_file = optional_text(body, "session_file")  # no NUL, valid Unicode
         if not session_file or not session_file.startswith("/"):
             raise ApiError(400, "invalid-request", "session_file must be an absolute path")
-        ref = self._authorize(body, grant)  # with ``ref`` the write goes only to its project
+        # With ``ref`` the write goes only to its project.
+        ref = self._authorize(SessionNames(session_file=session_file), grant)
         project = ref.project.name if ref is not None else None
         if ref is not None:
             session_file = ref.file
@@ -334,18 +339,11 @@ class ReaderApp:
             self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def pinned(body: dict, ref: Any) -> dict:
-    """The body the engine answers: the project and session ``ref`` names, resolved (and
-    authorized) once, in place of a session file the engine would resolve again — a
-    symlink repointed or a file replaced meanwhile cannot change what is read. It is
-    also the answer cache's key, so an answer is kept under the session it is about."""
-    if ref is None:
-        return body
-    request = {key: value for key, value in body.items() if key != "session_file"}
-    request["project"] = ref.project.name
-    if ref.session_id:  # None: a project alone, its latest session (search)
-        request["session_id"] = ref.session_id
-    return request
+def pinned(request: Named, ref: Any) -> Named:
+    """The request the engine answers: pinned (``request.pin``) to the project and session
+    ``ref`` names, resolved and authorized once. It is also the answer cache's key, so an
+    answer is kept under the session it is about."""
+    return request if ref is None else pin(request, ref.project.name, ref.session_id)
 
 
 def encode(payload: Any) -> bytes:
@@ -366,11 +364,6 @@ def _parse_json(body: bytes) -> dict:
     if body.count(b"[") + body.count(b"{") > MAX_DEPTH:  # only then can it nest too deep
         check_depth(parsed)
     return parsed
-
-
-def _text(body: dict, key: str) -> str | None:
-    value = body.get(key)
-    return value if isinstance(value, str) and value else None
 
 
 def _not_found(error: BaseException) -> ApiError:

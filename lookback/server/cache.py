@@ -1,18 +1,16 @@
 """The answer cache: encoded retrieve answers, keyed by the request and the index watermark.
 
 Pi asks before every model turn, often with the very same inputs, so retrieve answers
-are kept in a bounded LRU keyed by the whole request body and the project's index
-watermark (live generation file, applied event seq, embeddings seq; see
-``IndexReader.watermark``). Any commit that can change an answer, or a reindex swap,
+are kept in a bounded LRU keyed by the decoded, pinned request
+(``query.search.request.encode_request``: keys a reader ignores do not split it) and
+the project's index watermark (live generation file, applied event seq, embeddings seq;
+see ``IndexReader.watermark``). Any commit that can change an answer, or a reindex swap,
 changes the watermark, so stale answers are never served; they simply age out.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
-
-import orjson
 
 from lookback.index.memo import Memo
 
@@ -27,14 +25,6 @@ class AnswerCache(Memo[Any]):
     def size(self) -> int:
         """How many answers it may keep."""
         return self.max_size
-
-
-def cache_key(body: dict) -> bytes:
-    """The request body, canonical (sorted keys), as bytes."""
-    try:
-        return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        return json.dumps(body, sort_keys=True).encode()
 
 
 def watermark(reader: Any, ref: Any) -> tuple | None:

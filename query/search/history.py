@@ -36,12 +36,8 @@ from lookback.query.search.diagnostics import Diagnostics
 from lookback.query.search.ranking import Ranked
 from lookback.query.search.reader import IndexReader, NotIndexed, SessionView
 from lookback.query.search.request import (
-    RequestError,
-    message_time,
-    optional_ids,
-    optional_text,
-    query_text,
-    session_names,
+    SearchRequest,
+    SourceRequest,
 )
 from lookback.query.search.retrieve import (
     FTS_POOL,
@@ -58,11 +54,7 @@ from lookback.query.search.retrieve import (
 from lookback.query.text.dates import TimeSpan
 from lookback.query.text.terms import extract_terms
 
-SCOPES = ("branch", "session", "project")
-DEFAULT_RESULTS = 20
-#: Most neighbours ``source`` returns on each side of the entry, and the characters
-#: quoted of the entry and of each neighbour.
-MAX_NEIGHBOURS = 20
+#: The characters quoted of the entry and of each neighbour.
 SOURCE_CHARS, NEIGHBOUR_CHARS = 20_000, 4_000
 
 
@@ -71,20 +63,18 @@ class HistorySearch:
         self.reader = reader
         self.policy = policy or PrivacyPolicy()
 
-    def search(self, request: Any) -> dict[str, Any]:
-        text, scope_name, limit = _search_fields(request)
-        names = session_names(request, project_alone=True)
-        leaf_id = optional_text(request, "leaf_id")
-        branch_ids, provider = _branch_ids(request), optional_text(request, "provider")
-        when = times_of(text, message_time(request))
-        searched = Searched.of(extract_terms(text))
+    def search(self, request: SearchRequest) -> dict[str, Any]:
+        """History search for a decoded request (``request.parse_search``)."""
+        when = times_of(request.text, request.message_time_ms)
+        searched = Searched.of(extract_terms(request.text))
         terms = searched.terms
         if not terms.has_topic:
             return {"status": "no-query", "query": {}, "results": [], "excluded": []}
+        branch_ids = None if request.branch_ids is None else list(request.branch_ids)
         try:
-            with self.reader.session(**names.as_dict()) as view:
-                chosen = self._ranked(view, searched, scope_name, limit, leaf_id, branch_ids,
-                                      when)
+            with self.reader.session(**request.names.as_dict()) as view:
+                chosen = self._ranked(view, searched, request.scope, request.max_results,
+                                      request.leaf_id, branch_ids, when)
         except (NotIndexed, OSError):
             return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
                     "excluded": []}
@@ -93,9 +83,9 @@ class HistorySearch:
                     "excluded": [], "warnings": [f"index unavailable: {error}"]}
         results = [_result(item) for item in chosen]
         # The gate judges each row on its whole text, not the 1,200-character excerpt.
-        shown, excluded = self.policy.apply(results, provider,
+        shown, excluded = self.policy.apply(results, request.provider,
                                             [item.row.text for item in chosen])
-        return {"status": "ok", "scope": scope_name, "query": terms.by_kind(),
+        return {"status": "ok", "scope": request.scope, "query": terms.by_kind(),
                 "results": shown, "excluded": excluded}
 
     def _ranked(self, view: SessionView, searched: Searched, scope_name: str, limit: int,
@@ -139,15 +129,11 @@ class HistorySearch:
             return Scope(session_id=session_id), on_branch
         return Scope(), on_branch
 
-    def source(self, request: Any) -> dict[str, Any]:
-        names = session_names(request)
-        entry_id, provider = optional_text(request, "entry_id"), optional_text(request, "provider")
-        if entry_id is None:
-            raise RequestError("give entry_id and the session (session_file, or project "
-                               "and session_id)")
-        before, after = _neighbour_count(request, "before"), _neighbour_count(request, "after")
+    def source(self, request: SourceRequest) -> dict[str, Any]:
+        """One entry and its neighbours for a decoded request (``request.parse_source``)."""
+        entry_id, before, after = request.entry_id, request.before, request.after
         try:
-            with self.reader.session(**names.as_dict()) as view:
+            with self.reader.session(**request.names.as_dict()) as view:
                 row = source_entry(view.connection, view.session_id, entry_id)
                 earlier, later = ([], []) if row is None or not (before or after) else \
                     self._neighbours(view, entry_id, before, after)
@@ -163,7 +149,8 @@ class HistorySearch:
                     "excerpt": excerpt(r.text, 0, SOURCE_CHARS if r is row else NEIGHBOUR_CHARS)}
                    for r in rows]
         # One gate call: each row judged on its whole text, withheld ones listed (no text).
-        shown, excluded = self.policy.apply(entries, provider, [r.text for r in rows])
+        shown, excluded = self.policy.apply(entries, request.provider,
+                                            [r.text for r in rows])
         # Shown items are the gate's copies (classification added); ids are unique in a session.
         kept = {item["entry_id"]: item for item in shown}
         own = kept.get(row.entry_id)
@@ -189,15 +176,6 @@ class HistorySearch:
         else:
             following = _latest_continuation(connection, session_id, entry_id)
         return ahead, _with_text(connection, session_id, following, after)
-
-
-def _neighbour_count(request: dict[str, Any], key: str) -> int:
-    value = request.get(key, 0)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_NEIGHBOURS:
-        raise RequestError(f"{key} must be an integer between 0 and {MAX_NEIGHBOURS}")
-    return value
 
 
 def _with_text(connection: apsw.Connection, session_id: str, ids: Iterable[str],
@@ -227,26 +205,6 @@ def _latest_continuation(connection: apsw.Connection, session_id: str,
         current = row[0]
         seen.add(current)
         yield current
-
-
-def _search_fields(request: Any) -> tuple[str, str, int]:
-    if not isinstance(request, dict):
-        raise RequestError("the request must be a JSON object")
-    text = request.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise RequestError("text must be a non-empty string")
-    scope = request.get("scope") or "branch"
-    if scope not in SCOPES:
-        raise RequestError(f"scope must be one of {', '.join(SCOPES)}")
-    limit = request.get("max_results", DEFAULT_RESULTS)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
-        raise RequestError("max_results must be an integer between 1 and 100")
-    return query_text(text), scope, limit
-
-
-def _branch_ids(request: dict[str, Any]) -> list[str] | None:
-    ids = optional_ids(request, "branch_ids")
-    return None if ids is None else list(ids)
 
 
 def _given_branch(connection: apsw.Connection, session_id: str, scope_name: str,

@@ -1,20 +1,29 @@
-"""The retrieval request: validated once, so the pipeline can trust its fields.
+"""The wire contract's requests, typed: retrieve, search, source and plan.
 
-The shape is the retrieval contract of docs/design.md. Anything wrong is a ``RequestError``
-with a stable ``code`` and a message that quotes no user text.
+Each request is decoded once, where it enters — the HTTP reader (``lookback.server.app``),
+the CLI commands and the Python API (``lookback.api``, which takes a dict or an already
+decoded request) — by ``parse_request``, ``parse_search``, ``parse_source`` and
+``parse_plan``, into frozen ``msgspec`` structs the pipeline trusts; nothing below the
+edge validates a field again. The HTTP reader resolves and authorizes the session once
+and hands the engine the request ``pin``-ned to it.
+
+The shapes are the retrieval contract of docs/design.md. Anything wrong is a
+``RequestError`` with a stable ``code`` and a message that names the field and quotes no
+user text.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from lookback.errors import UserError
 from lookback.query.context.messages import latest_real_user_message
-from lookback.settings import DEFAULTS
+from lookback.settings import DEFAULTS, Retrieval
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -26,6 +35,11 @@ DEFAULT_MAX_RESULTS = DEFAULTS.retrieval.max_results
 DEFAULT_MAX_HISTORY_TOKENS = DEFAULTS.retrieval.max_retrieved_history_tokens
 MAX_MESSAGE_CHARS = 200_000
 MAX_IDS = 1_000_000
+#: History search: its scopes, results by default and at most.
+SCOPES = ("branch", "session", "project")
+DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS = 20, 100
+#: Most neighbours ``source`` returns on each side of the entry.
+MAX_NEIGHBOURS = 20
 
 
 class RequestError(UserError, ValueError):
@@ -39,32 +53,25 @@ class RequestError(UserError, ValueError):
         return {"status": "error", "error": {"code": self.code, "message": str(self)}}
 
 
-@dataclass(frozen=True)
-class RetrievalRequest:
-    session_file: str | None
-    project: str | None
-    session_id: str | None
-    leaf_id: str | None
-    branch_ids: tuple[str, ...] | None
-    context_ids: tuple[str, ...] | None
-    message: str | None  # None: no real user message in ``messages``
-    provider: str | None
-    max_results: int
-    max_retrieved_history_tokens: int
-    semantic: bool
-    #: The planner's question riding along (``plan``); its budget defaults to this
-    #: request's ``max_retrieved_history_tokens``.
-    plan: PlanRequest | None = None
-    #: When the message was written (epoch ms): "yesterday" or "last year" in it are
-    #: resolved against this. None: the time of the call.
-    message_time_ms: int | None = None
-    #: Entries the client already quoted into the model's context as evidence, which its
-    #: agent keeps re-sending (Codex keeps hook output until a compaction): never again.
-    quoted_ids: tuple[str, ...] | None = None
+class SessionNames(msgspec.Struct, frozen=True, kw_only=True):
+    """How a request names its session: ``session_file``, or ``project`` and ``session_id``."""
+
+    session_file: str | None = None
+    project: str | None = None
+    session_id: str | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"session_file": self.session_file, "project": self.project,
+                "session_id": self.session_id}
+
+    @property
+    def names(self) -> SessionNames:
+        """Just the session's names (what the reader resolves and the app authorizes)."""
+        return SessionNames(session_file=self.session_file, project=self.project,
+                            session_id=self.session_id)
 
 
-@dataclass(frozen=True)
-class PlanRequest:
+class PlanRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What the planner is asked, its JSON types checked (values are the planner's to
     judge: an unknown kind or a negative count makes it fall back, not fail).
 
@@ -76,21 +83,68 @@ class PlanRequest:
     messages: list[dict[str, Any]] | None
     evidence: list[dict[str, Any]]
     max_retrieved_history_tokens: int
-    input_target_tokens: int | None
-    hard_limit_tokens: int | None
+    input_target_tokens: int | None = None
+    hard_limit_tokens: int | None = None
 
 
-@dataclass(frozen=True)
-class SessionNames:
-    """How a request names its session: ``session_file``, or ``project`` and ``session_id``."""
+class RetrievalRequest(SessionNames, frozen=True, kw_only=True):
+    """``POST /v1/retrieve``, ``lookback retrieve``, ``lookback.retrieve``."""
 
-    session_file: str | None
-    project: str | None
-    session_id: str | None
+    leaf_id: str | None = None
+    branch_ids: tuple[str, ...] | None = None
+    context_ids: tuple[str, ...] | None = None
+    message: str | None = None  # None: no real user message in ``messages``
+    provider: str | None = None
+    max_results: int = DEFAULT_MAX_RESULTS
+    max_retrieved_history_tokens: int = DEFAULT_MAX_HISTORY_TOKENS
+    semantic: bool = False
+    #: The planner's question riding along (``plan``); its budget defaults to this
+    #: request's ``max_retrieved_history_tokens``.
+    plan: PlanRequest | None = None
+    #: When the message was written (epoch ms): "yesterday" or "last year" in it are
+    #: resolved against this. None: the time of the call.
+    message_time_ms: int | None = None
+    #: Entries the client already quoted into the model's context as evidence, which its
+    #: agent keeps re-sending (Codex keeps hook output until a compaction): never again.
+    quoted_ids: tuple[str, ...] | None = None
 
-    def as_dict(self) -> dict[str, str | None]:
-        return {"session_file": self.session_file, "project": self.project,
-                "session_id": self.session_id}
+
+class SearchRequest(SessionNames, frozen=True, kw_only=True):
+    """``POST /v1/search``, ``lookback search``, ``lookback.api.search``: explicit history
+    search (a project alone names its latest session)."""
+
+    text: str
+    scope: str = "branch"
+    max_results: int = DEFAULT_SEARCH_RESULTS
+    leaf_id: str | None = None
+    branch_ids: tuple[str, ...] | None = None
+    provider: str | None = None
+    message_time_ms: int | None = None
+
+
+class SourceRequest(SessionNames, frozen=True, kw_only=True):
+    """``POST /v1/source``, ``lookback.api.source``: one entry and its neighbours."""
+
+    entry_id: str
+    provider: str | None = None
+    before: int = 0
+    after: int = 0
+
+
+Named = TypeVar("Named", bound=SessionNames)
+
+
+def pin(request: Named, project: str, session_id: str | None) -> Named:
+    """``request`` naming the project and session it was resolved (and authorized) to, in
+    place of a session file the engine would resolve again: a symlink repointed or a
+    file replaced meanwhile cannot change what is read."""
+    return msgspec.structs.replace(request, session_file=None, project=project,
+                                   session_id=session_id or request.session_id)
+
+
+def encode_request(request: msgspec.Struct) -> bytes:
+    """A decoded request as canonical JSON bytes (the answer cache's key)."""
+    return msgspec.json.encode(request)
 
 
 #: Deepest nesting a request may have (orjson encodes up to 255 levels; deeper input
@@ -123,37 +177,35 @@ def session_names(data: Any, *, project_alone: bool = False) -> SessionNames:
     project, session_id = optional_text(data, "project"), optional_text(data, "session_id")
     if session_file is None and not (project and (session_id or project_alone)):
         raise RequestError("name the session: session_file, or project and session_id")
-    return SessionNames(session_file, project, session_id)
+    return SessionNames(session_file=session_file, project=project, session_id=session_id)
 
 
-def parse_request(data: Any, defaults: dict[str, Any] | None = None) -> RetrievalRequest:
-    """Validate a request dict (``defaults``: the settings' retrieval section)."""
+def parse_request(data: Any, defaults: Retrieval | None = None) -> RetrievalRequest:
+    """Decode a retrieve request (``defaults``: the settings' retrieval section)."""
     names = session_names(data)
-    session_file, project, session_id = names.session_file, names.project, names.session_id
-    defaults = defaults or {}
-    request = RetrievalRequest(
-        session_file=session_file,
-        project=project,
-        session_id=session_id,
+    defaults = defaults or DEFAULTS.retrieval
+    budget = _bounded_int(data, "max_retrieved_history_tokens",
+                          defaults.max_retrieved_history_tokens, *MAX_TOKENS_RANGE)
+    plan = data.get("plan")
+    return RetrievalRequest(
+        **names.as_dict(),
         leaf_id=optional_text(data, "leaf_id"),
         branch_ids=optional_ids(data, "branch_ids"),
         context_ids=optional_ids(data, "context_ids"),
         message=_message(data),
         provider=optional_text(data, "provider"),
-        max_results=_bounded_int(data, "max_results",
-                                 defaults.get("max_results", DEFAULT_MAX_RESULTS),
+        max_results=_bounded_int(data, "max_results", defaults.max_results,
                                  *MAX_RESULTS_RANGE),
-        max_retrieved_history_tokens=_bounded_int(
-            data, "max_retrieved_history_tokens",
-            defaults.get("max_retrieved_history_tokens", DEFAULT_MAX_HISTORY_TOKENS),
-            *MAX_TOKENS_RANGE),
-        semantic=_optional_bool(data, "semantic", bool(defaults.get("semantic", False))),
+        max_retrieved_history_tokens=budget,
+        semantic=_optional_bool(data, "semantic", defaults.semantic),
         message_time_ms=message_time(data),
         quoted_ids=optional_ids(data, "quoted_ids"),
+        plan=None if plan is None else _riding_plan(plan, budget),
     )
-    plan = data.get("plan")
-    if plan is None:
-        return request
+
+
+def _riding_plan(plan: Any, budget: int) -> PlanRequest:
+    """A retrieve request's ``plan``: kinds and tokens as two flat lists, and budgets."""
     if not isinstance(plan, dict):
         raise RequestError("plan must be an object: kinds, tokens and optional budgets")
     kinds = _typed_list(plan, "kinds", str, "plan.kinds must be a list of kind strings")
@@ -162,8 +214,52 @@ def parse_request(data: Any, defaults: dict[str, Any] | None = None) -> Retrieva
     if kinds is not None and tokens is not None and len(kinds) == len(tokens):
         messages = [{"kind": kind, "tokens": count}
                     for kind, count in zip(kinds, tokens, strict=True)]
-    return replace(request, plan=_plan_request(
-        plan, messages, [], request.max_retrieved_history_tokens, "plan."))
+    return _plan_request(plan, messages, [], budget, "plan.")
+
+
+def parse_search(data: Any) -> SearchRequest:
+    """Decode a history search request."""
+    if not isinstance(data, dict):
+        raise RequestError("the request must be a JSON object")
+    text = data.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise RequestError("text must be a non-empty string")
+    scope = data.get("scope") or "branch"
+    if scope not in SCOPES:
+        raise RequestError(f"scope must be one of {', '.join(SCOPES)}")
+    limit = data.get("max_results", DEFAULT_SEARCH_RESULTS)
+    if isinstance(limit, bool) or not isinstance(limit, int) or \
+            not 1 <= limit <= MAX_SEARCH_RESULTS:
+        raise RequestError(f"max_results must be an integer between 1 and "
+                           f"{MAX_SEARCH_RESULTS}")
+    names = session_names(data, project_alone=True)
+    return SearchRequest(**names.as_dict(), text=query_text(text), scope=scope,
+                         max_results=limit, leaf_id=optional_text(data, "leaf_id"),
+                         branch_ids=optional_ids(data, "branch_ids"),
+                         provider=optional_text(data, "provider"),
+                         message_time_ms=message_time(data))
+
+
+def parse_source(data: Any) -> SourceRequest:
+    """Decode a source request: ``entry_id``, the session, ``before``/``after``."""
+    names = session_names(data)
+    entry_id = optional_text(data, "entry_id")
+    if entry_id is None:
+        raise RequestError("give entry_id and the session (session_file, or project "
+                           "and session_id)")
+    return SourceRequest(**names.as_dict(), entry_id=entry_id,
+                         provider=optional_text(data, "provider"),
+                         before=_neighbour_count(data, "before"),
+                         after=_neighbour_count(data, "after"))
+
+
+def _neighbour_count(data: dict[str, Any], key: str) -> int:
+    value = data.get(key, 0)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_NEIGHBOURS:
+        raise RequestError(f"{key} must be an integer between 0 and {MAX_NEIGHBOURS}")
+    return value
 
 
 def parse_plan(data: Any, default_budget: int) -> PlanRequest:
@@ -191,7 +287,8 @@ def _plan_request(data: dict[str, Any], messages: list[dict[str, Any]] | None,
                           *MAX_TOKENS_RANGE, name=f"{prefix}max_retrieved_history_tokens")
     limits = {key: _bounded_int(data, key, None, 0, MAX_LIMIT_TOKENS, name=prefix + key)
               for key in ("input_target_tokens", "hard_limit_tokens")}
-    return PlanRequest(messages, evidence, budget, **limits)
+    return PlanRequest(messages=messages, evidence=evidence,
+                       max_retrieved_history_tokens=budget, **limits)
 
 
 def _typed_list(data: dict[str, Any], key: str, kind: type, problem: str) -> list | None:
