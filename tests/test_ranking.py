@@ -176,3 +176,15 @@ def test_the_answer_next_to_a_matching_question_ranks_high_but_needs_its_own_mat
     assert ids[:2] == ["m000", "m001"]  # without its neighbour, m001 is one of 31 Carolines
     assert any(r.startswith("next to a match +") for r in answer["evidence"][1]["reasons"])
     assert "m002" not in ids  # next to both, but matches nothing itself
+
+
+def test_the_excerpt_centres_on_a_form_match(home, tmp_path):
+    long_text = "filler words here. " * 500 + "at the very end she reminded me about the dentist"
+    session = write_session(tmp_path / "f.jsonl", [("user", long_text), ("user", "filler"),
+                                                  ("user", "more filler")])
+    index_paths(home, session)
+    answer = retrieve({"session_file": str(session), "message": "any reminder?",
+                       "context_ids": ["m002"]},
+                      settings=load_settings({"home": str(home)}, environ={}),
+                      reader=IndexReader(home))
+    assert "reminded" in answer["evidence"][0]["excerpt"]

@@ -264,10 +264,12 @@ def rarity(connection: apsw.Connection, phrases: Sequence[str]) -> list[float]:
 
     Okapi BM25's IDF, ``ln(1 + (N - n + 0.5) / (n + 0.5))`` for a phrase in ``n`` of
     the index's ``N`` rows, divided by its value for ``n = 1``. ``n`` comes from FTS5
-    itself (the rows the phrase matches, with the index's own tokenizer), ``N`` from
-    FTS5's statistics record, so the numbers are those ``bm25`` uses. Both are memoized
-    per index file and watermark: the same index state always gives the same weights,
-    and a phrase is counted once however many messages ask for it.
+    itself: the rows of the phrase's rarest token (with the index's own tokenizer; a
+    phrase is at least that rare, and tokens recur across messages where whole phrases
+    do not, while matching a long phrase of common tokens costs a millisecond), ``N``
+    from FTS5's statistics record, so the numbers are those ``bm25`` uses. Both are
+    memoized per index file and watermark: the same index state always gives the same
+    weights, and a token is counted once however many messages ask for it.
     """
     if not phrases:
         return []
@@ -280,13 +282,17 @@ def rarity(connection: apsw.Connection, phrases: Sequence[str]) -> list[float]:
         _COUNTS.put((*stamp, None), total)
     found = []
     for phrase in phrases:
-        count = _COUNTS.get((*stamp, phrase.casefold()))
-        if count is None:
-            (count,) = connection.execute(
-                "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?", (phrase,)
-            ).fetchone()
-            _COUNTS.put((*stamp, phrase.casefold()), count)
-        found.append(count)
+        counts = []
+        for token in phrase[1:-1].replace('""', '"').split(" "):  # see fts_query._phrase
+            key = (*stamp, token.casefold())
+            count = _COUNTS.get(key)
+            if count is None:
+                (count,) = connection.execute(
+                    "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?",
+                    ('"' + token.replace('"', '""') + '"',)).fetchone()
+                _COUNTS.put(key, count)
+            counts.append(count)
+        found.append(min(counts))
     total = max(total, max(found), 1)
     ceiling = _idf(total, 1)
     return [min(1.0, _idf(total, max(count, 1)) / ceiling) if ceiling > 0 else 1.0

@@ -460,6 +460,9 @@ def first_position(text: str, matches: list[Match]) -> int:
             found = finder.find(folded_phrase(match.term.text))
         if found is not None:
             positions.append(found)
+    if not positions:  # matched only in other forms (stems): look for those
+        forms = (finder.find_form(folded_phrase(m.term.text)) for m in matches if not m.literal)
+        positions = [found for found in forms if found is not None]
     return min(positions, default=0)
 
 

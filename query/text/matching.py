@@ -89,12 +89,35 @@ def _find_lowered(lowered: str, tokens: Sequence[str]) -> int | None:
 
 
 def _find_in_spans(text: str, spans: list[tuple[int, int, str]],
-                   tokens: Sequence[str]) -> int | None:
+                   tokens: Sequence[str], words: list[str] | None = None) -> int | None:
+    """``words``: the spans' tokens alone, if the caller keeps them (several lookups)."""
     count = len(tokens)
-    for index in range(len(spans) - count + 1):
-        if all(spans[index + offset][2] == tokens[offset] for offset in range(count)):
+    words = [token for _, _, token in spans] if words is None else words
+    first, wanted = tokens[0], list(tokens)
+    index = -1
+    while True:
+        try:  # list.index scans in C: texts hold thousands of tokens
+            index = words.index(first, index + 1)
+        except ValueError:
+            return None
+        if words[index:index + count] == wanted:
             data = text.encode("utf-8", "replace")
             return len(data[:spans[index][0]].decode("utf-8", "replace"))
+
+
+def _find_form_lowered(lowered: str, stem: str) -> int | None:
+    """A word of lower-cased ASCII text whose Porter stem is ``stem``: the words that
+    start like the stem (``str.find``, in C) are stemmed, not the whole text."""
+    prefix, size = stem[:-1] if len(stem) > 3 else stem, len(lowered)
+    position = lowered.find(prefix)
+    while position != -1:
+        if position == 0 or not _is_token_char(lowered[position - 1]):
+            end = position + len(prefix)
+            while end < size and _is_token_char(lowered[end]):
+                end += 1
+            if stemmed_phrase(lowered[position:end]) == (stem,):
+                return position
+        position = lowered.find(prefix, position + 1)
     return None
 
 
@@ -113,6 +136,8 @@ class PhraseFinder:
         self._lowered = lowered if len(lowered) == len(text) else None
         self._spans: list[tuple[int, int, str]] | None = None
         self._stems: list[tuple[int, int, str]] | None = None
+        self._words: list[str] = []
+        self._stem_words: list[str] = []
 
     def find(self, tokens: Sequence[str]) -> int | None:
         """Position (in ``text``) of the first occurrence of ``tokens``, if any.
@@ -130,8 +155,9 @@ class PhraseFinder:
         if found is None and not (self._lowered is not None and self.text.isascii()):
             if self._spans is None:
                 self._spans = token_spans(self.text)
-            found = _find_in_spans(self.text, self._spans, tokens)
-        return found if found is not None else self.find_form(tokens)
+                self._words = [token for _, _, token in self._spans]
+            found = _find_in_spans(self.text, self._spans, tokens, self._words)
+        return found
 
     def find_form(self, tokens: Sequence[str]) -> int | None:
         """Where the same words occur in another form (their Porter stems), if anywhere.
@@ -139,9 +165,15 @@ class PhraseFinder:
         >>> PhraseFinder("she reminded me").find_form(["reminder"])
         4
         """
+        stems = stemmed_phrase(" ".join(tokens))
+        if not stems:
+            return None
+        if len(stems) == 1 and self._lowered is not None and self.text.isascii():
+            return _find_form_lowered(self._lowered, stems[0])
         if self._stems is None:
             self._stems = stemmed_spans(self.text)
-        return _find_in_spans(self.text, self._stems, stemmed_phrase(" ".join(tokens)))
+            self._stem_words = [token for _, _, token in self._stems]
+        return _find_in_spans(self.text, self._stems, stems, self._stem_words)
 
 
 def find_phrase(text: str, tokens: Sequence[str]) -> int | None:
