@@ -348,3 +348,15 @@ def test_the_readme_has_one_table_the_headline_figures():
     assert " was " not in table and "(was" not in table  # history goes to CHANGELOG.md
     for script in re.findall(r"`(bench_\w+\.py)", table):
         assert (ROOT / "bench" / script).exists(), script
+
+
+def test_every_benchmark_is_listed_with_its_command():
+    """docs/benchmarks.md's command list names every bench script, and each script a page
+    names exists (the README's table names them by file name)."""
+    benchmarks = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    commands = benchmarks.split("## The commands", 1)[1].split("```sh\n", 1)[1].split("```")[0]
+    listed = set(re.findall(r"bench/(bench_\w+\.py)", commands))
+    scripts = {path.name for path in (ROOT / "bench").glob("bench_*.py")}
+    assert sorted(scripts - listed) == []
+    named = set(re.findall(r"\b(bench_\w+\.py)", README.read_text(encoding="utf-8") + benchmarks))
+    assert sorted(named - scripts) == []
