@@ -130,7 +130,11 @@ class FreshnessEngine:
                                rescan_seconds=polling.rescan_seconds,
                                hot_seconds=polling.hot_seconds,
                                max_line_bytes=max_line_bytes)
-        self._states: dict[str, FileState] = {}  # sink key -> state checked or read last
+        #: sink key -> the state checked or read last; while a job reads a file it keeps
+        #: the state from before, so a request tells a rewrite being re-indexed (which
+        #: no longer starts with it) from an append
+        self._states: dict[str, FileState] = {}
+        self._read_to: FileState | None = None  # the running job's last batch
         self._urgent: deque[_Job] = deque()
         self._background: deque[_Job] = deque()
         self._queued: dict[str, _Job] = {}
@@ -281,8 +285,7 @@ class FreshnessEngine:
         return state
 
     def write(self, batch: Batch) -> None:
-        # First: the sink may commit the batch and then yield its writer (raising).
-        self._states[batch.state.path] = batch.state
+        self._read_to = batch.state  # _states has it once the job is done (see _run)
         self.sink.write(batch)
 
     # -- queue ------------------------------------------------------------------------
@@ -351,8 +354,11 @@ class FreshnessEngine:
             if len(job.projects) > 1:  # askers granted different projects: one is wrong
                 raise ForeignProject("the askers were granted different projects")
             self.sink.only_project = next(iter(job.projects), None)
+            self._read_to = None
             ingest_file(Path(path), self, report, self.max_line_bytes)
             self.sink.flush()
+            if self._read_to is not None:
+                self._states[escape_surrogates(path)] = self._read_to
             self.watcher.mark(Path(path), stamp)
             job.entries = report.read.entries
             job.state = "indexed"

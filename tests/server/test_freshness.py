@@ -20,7 +20,7 @@ from lookback import api
 from lookback.freshness import FreshnessEngine, engine_for
 from lookback.index.project import ProjectWriter
 from lookback.server import ReaderApp
-from lookback.settings import Watch
+from lookback.settings import Freshness, Watch
 from tests.support import index_paths
 
 from .conftest import FIXTURE, PROMPT, settings_for, write_session
@@ -281,3 +281,37 @@ def test_maintenance_gets_the_writer_lock_while_a_session_is_live(home, tmp_path
         engine.close()
     assert wait_until_found(home, other, "AppMessage") != []
     assert wait_until_found(home, live, f"live note {appended[0] - 1}") != []
+
+
+def test_while_a_rewrite_is_being_written_a_request_still_sees_a_rewrite(home, tmp_path,
+                                                                           project_cwd):
+    """A request that comes while the indexing thread commits a rewritten file's new
+    lines (the tailer found the rewrite first) must not take the file for an append
+    and answer from a half-written index: it is told ``rewrite-pending``."""
+    import threading
+
+    session = tmp_path / "sessions" / "old.jsonl"
+    session.parent.mkdir()
+    v1 = v1_lines(project_cwd)
+    session.write_text("\n".join(v1) + "\n", encoding="utf-8")
+    engine = FreshnessEngine(home, config=Freshness(wait_ms=60_000, rewrite_wait_ms=0))
+    engine.start()
+    try:
+        assert engine.ensure(str(session)).state == "indexed"
+        session.write_text("\n".join(migrate_like_pi(v1)[0]) + "\n", encoding="utf-8")
+        during: list[str] = []
+        write = engine.sink.write
+
+        def write_while_asked(batch):  # what a request sees while this batch commits
+            if not during and any(event.kind == "reset" for event in batch.events):
+                asker = threading.Thread(target=lambda: during.append(
+                    engine.ensure(str(session), wait_ms=0).state))
+                asker.start()
+                asker.join()
+            write(batch)
+
+        engine.sink.write = write_while_asked
+        assert engine.ensure(str(session)).state == "indexed"
+        assert during == ["rewrite-pending"]
+    finally:
+        engine.close()
