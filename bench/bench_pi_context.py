@@ -2,10 +2,10 @@
 handler takes on the 1,000-entry fixture session. Targets: p50 ≤ 20 ms when evidence is
 inserted, ≤ 10 ms when none is found.
 
-    python bench/bench_pi_context.py [--runs 3] [--calls 20]
+    python bench/bench_pi_context.py [--runs 3] [--calls 20] [--pi 1.6.0]
 
-Runs the pinned Pi CLI (0.73.1, installed like the e2e tests do) with the extension and a
-real `lookback serve` (embedded, keeping the session fresh itself) on
+Runs a pinned Pi CLI (0.73.1 by default, or ``--pi 1.6.0``; installed like the e2e tests
+do) with the extension and a real `lookback serve` (embedded, keeping the session fresh itself) on
 tests/fixtures/pi-sessions/before-compaction.jsonl — 1,002 entries, about 444 messages
 (850 KB) in Pi's context after its compactions. A fake model answers each prompt with
 ``--calls`` `read` tool calls, so one Pi process makes ``calls + 1`` model calls, each
@@ -31,11 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.e2e.harness import (  # noqa: E402
     EXTENSION,
+    PI_CLIENTS,
+    PI_VERSION,
     REPO_ROOT,
     FakeModelServer,
     PiRunner,
     free_port,
-    install_pi,
+    install_client,
     reader_process,
     tool_call_reply,
     write_agent_dir,
@@ -70,8 +72,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--calls", type=int, default=20, help="tool calls per Pi run")
+    parser.add_argument("--pi", choices=PI_CLIENTS, default=PI_VERSION,
+                        help="which pinned Pi (0.73.1, or 1.x on Node 22)")
     args = parser.parse_args()
-    pi = install_pi()
+    client = install_client(args.pi)
     with tempfile.TemporaryDirectory() as tmp, FakeModelServer() as model:
         root = Path(tmp)
         home, cwd = root / "home", root / "project"
@@ -89,7 +93,8 @@ def main() -> None:
         url = f"http://127.0.0.1:{port}"
         env = {"LOOKBACK_HOME": str(home), "LOOKBACK_CONFIG": str(home / "config.toml"),
                "PI_CODING_AGENT_DIR": str(agent)}
-        runner = PiRunner(pi, model, agent, extension=EXTENSION, timeout=300)
+        runner = PiRunner(client.binary, model, agent, extension=EXTENSION, timeout=300,
+                          client_env=client.env)
         pi_env = {"LOOKBACK_URL": url, "LOOKBACK_DEBUG": "1"}
         results: dict[str, list[float]] = {"evidence inserted": [], "none found": []}
         steps: dict[str, dict[str, list[float]]] = {"evidence inserted": {}, "none found": {}}
