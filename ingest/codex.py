@@ -121,6 +121,7 @@ def normalize_entry(obj: dict[str, Any], *, seq: int, parent_id: str | None) -> 
         record["kept_ids"] = kept_ids(payload.get("replacement_history"))
         return record
     item_type = payload.get("type")
+    item_type = item_type if isinstance(item_type, str) else None  # a list is unhashable
     if item_type == "message":
         role = payload.get("role")
         record["type"], record["role"] = "message", role if isinstance(role, str) else None

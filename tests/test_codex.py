@@ -16,7 +16,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lookback.api import retrieve
@@ -306,6 +306,8 @@ META = json.dumps({"type": "session_meta", "payload": {"id": MAIN_ID, "cwd": CWD
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.booleans(), st.one_of(bad_codex_lines(), bad_lines)),
                 min_size=1, max_size=12))
+# Found by this test: an unhashable item type once made the whole file unreadable.
+@example([(True, json.dumps({"type": "response_item", "payload": {"type": []}}))])
 def test_good_codex_lines_beside_any_bad_lines_are_always_indexed(plan):
     with tempfile.TemporaryDirectory() as scratch:
         path, home = Path(scratch) / f"rollout-x-{MAIN_ID}.jsonl", Path(scratch) / "home"
