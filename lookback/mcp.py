@@ -69,8 +69,10 @@ MAX_NEIGHBOURS, DEFAULT_NEIGHBOURS = 10, 2
 STATUS_SESSIONS = 3
 
 
-class ToolRefused(Exception):
+class ToolRefused(UserError):
     """A tool call that cannot be answered; the message goes to the client (no user text)."""
+
+    code = "tool-refused"
 
 
 def require_sdk() -> None:
