@@ -104,8 +104,13 @@ export function messageKind(message: unknown): string {
 	return role === "assistant" || role === "toolResult" ? role : "other";
 }
 
+const SURROGATE = /[\ud800-\udfff]/;
+const NOT_ASCII = /[^\x00-\x7e]/;
+const NOT_ASCII_ALL = /[^\x00-\x7e]/g;
+
 /** Code points, as Python's `len(str)` counts them (a surrogate pair is one). */
 export function codePoints(text: string): number {
+	if (!SURROGATE.test(text)) return text.length;
 	let count = text.length;
 	for (let i = 0; i < text.length - 1; i++) {
 		const unit = text.charCodeAt(i);
@@ -129,35 +134,44 @@ function pyFloat(value: number): string {
 	if (!Number.isFinite(value)) return value > 0 ? "Infinity" : "-Infinity";
 	const [mantissa, exponentText] = value.toExponential().split("e");
 	const exponent = Number(exponentText);
-	if (exponent >= -4 && exponent < 16) {
-		const fixed = String(value);
-		// JavaScript writes integral floats without ".0"; JSON cannot tell 1 from 1.0, so neither can we.
-		return fixed;
-	}
+	// JavaScript writes integral floats without ".0"; JSON cannot tell 1 from 1.0, so neither can we.
+	if (exponent >= -4 && exponent < 16) return String(value);
 	const sign = exponent < 0 ? "-" : "+";
 	return `${mantissa}e${sign}${String(Math.abs(exponent)).padStart(2, "0")}`;
 }
 
-/** A JSON string as Python's `json.dumps` writes it: `ensure_ascii`, so every non-ASCII unit is `\uXXXX`. */
-function pyJsonString(text: string): string {
-	return JSON.stringify(text).replace(/[^\x20-\x7e]/g, (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, "0")}`);
+/**
+ * The length of Python's `json.dumps(value)` (separators ", " and ": ", `ensure_ascii`) from
+ * JavaScript's own JSON, without building Python's text (the estimate runs on every message of
+ * every model call): one more character after each separator, five more for each unit left raw
+ * above U+007E (Python writes `\uXXXX`), and Python's float spelling.
+ */
+export function pyJsonLength(value: unknown): number {
+	const json = JSON.stringify(value) ?? "null";
+	const raw = NOT_ASCII.test(json) ? (json.match(NOT_ASCII_ALL)?.length ?? 0) : 0;
+	return json.length + 5 * raw + pythonExtra(value);
 }
 
-/** Python's `json.dumps(value)` (separators ", " and ": ", ASCII only): the text the reader counts. */
-export function pyJsonDumps(value: unknown): string {
-	if (value === null || value === undefined) return "null";
-	if (typeof value === "boolean") return value ? "true" : "false";
-	if (typeof value === "number") return Number.isSafeInteger(value) ? String(value) : pyFloat(value);
-	if (typeof value === "string") return pyJsonString(value);
-	if (Array.isArray(value)) return `[${value.map(pyJsonDumps).join(", ")}]`;
-	if (typeof value === "object") {
-		const parts: string[] = [];
-		for (const [key, item] of Object.entries(value)) {
-			if (item !== undefined) parts.push(`${pyJsonString(key)}: ${pyJsonDumps(item)}`);
-		}
-		return `{${parts.join(", ")}}`;
+/** What Python's separators and floats add to JSON.stringify's length of `value`. */
+function pythonExtra(value: unknown): number {
+	if (typeof value === "number") {
+		return Number.isSafeInteger(value) ? 0 : pyFloat(value).length - (JSON.stringify(value) ?? "null").length;
 	}
-	return "null";
+	if (value === null || typeof value !== "object") return 0;
+	let extra = 0;
+	if (Array.isArray(value)) {
+		extra += Math.max(0, value.length - 1);
+		for (const item of value) extra += pythonExtra(item);
+		return extra;
+	}
+	let members = 0;
+	const record = value as Record<string, unknown>;
+	for (const key in record) {
+		if (!Object.hasOwn(record, key) || record[key] === undefined) continue;
+		members++;
+		extra += pythonExtra(record[key]);
+	}
+	return extra + members + Math.max(0, members - 1);
 }
 
 /** `str(value)` for a tool call's name: Python writes None/True/False for JSON's null/true/false. */
@@ -165,7 +179,7 @@ function pyStr(value: unknown): string {
 	if (value === null) return "None";
 	if (typeof value === "boolean") return value ? "True" : "False";
 	if (typeof value === "number") return Number.isSafeInteger(value) ? String(value) : pyFloat(value);
-	return typeof value === "string" ? value : pyJsonDumps(value);
+	return typeof value === "string" ? value : "";
 }
 
 /** The reader's token estimate (`estimate_message_tokens`): text, tool calls, images, framing. */
@@ -178,7 +192,9 @@ export function estimateTokens(message: unknown): number {
 		if (type === "image") tokens += IMAGE_TOKENS;
 		else if (type === "toolCall") {
 			const name = block !== null && typeof block === "object" && "name" in block ? pyStr(field(block, "name")) : "";
-			tokens += estimateTextTokens(`${name} ${pyJsonDumps(field(block, "arguments"))}`);
+			// `name json.dumps(arguments)`: the JSON is ASCII, so its length is its code points.
+			const length = codePoints(name) + 1 + pyJsonLength(field(block, "arguments"));
+			tokens += Math.ceil(length / CHARS_PER_TOKEN);
 		}
 	}
 	return tokens;
