@@ -24,14 +24,23 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import apsw
 
 from lookback.index.embeddings import copy_embeddings
-from lookback.index.layout import ProjectDir
+from lookback.index.layout import ProjectDir, list_projects
 from lookback.index.project import WriterBusy, acquire_lock
 from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
-from lookback.index.store import driver_errors, open_reader, open_writer, read_meta, write_meta
+from lookback.index.store import (
+    IndexUnavailable,
+    driver_errors,
+    needs_rebuild,
+    open_reader,
+    open_writer,
+    read_meta,
+    write_meta,
+)
 from lookback.index.writer import replay
 
 BATCH_EVENTS = 5000
@@ -66,6 +75,22 @@ def rebuild(project: ProjectDir, *, progress: Progress | None = None,
         return rebuild_locked(project, progress=progress, lock_timeout=lock_timeout)
     finally:
         os.close(guard)
+
+
+def stale_projects(home: Path) -> list[ProjectDir]:
+    """Projects whose index was written by an older schema or tokenizer."""
+    stale = []
+    for project in list_projects(home):
+        try:
+            connection = open_reader(project.index_path())
+        except IndexUnavailable:
+            continue
+        try:
+            if needs_rebuild(connection):
+                stale.append(project)
+        finally:
+            connection.close()
+    return stale
 
 
 def exclusive(project: ProjectDir, wait: float = 0.0) -> int:

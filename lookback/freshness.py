@@ -21,6 +21,9 @@ an ``ingest.watch.Watcher`` finds changed files. What this module adds:
 - **the tailer:** a background thread asks the watcher for changed files (``watch``
   settings: hot files every ``poll_ms``, every file every ``rescan_seconds``) and
   queues them behind the urgent ones, so a nudge Pi never sent is recovered.
+- **rebuilds after an upgrade:** once at start, an index written by an older schema or
+  tokenizer is rebuilt from its event log in the background (``index.rebuild``, the
+  same swap ``lookback reindex`` and service mode's workers use).
 
 One thread at a time writes (the indexing thread, or a request indexing its own
 append). A job carries the project its requests were authorized for and writes only
@@ -46,6 +49,7 @@ from typing import Any
 
 from lookback.errors import ForeignProject
 from lookback.index.project import stored_file_state
+from lookback.index.rebuild import RebuildBusy, rebuild, stale_projects
 from lookback.index.sink import EmbeddedSink, ProjectUnavailable
 from lookback.ingest.pipeline import IngestReport, ingest_file, peek_header
 from lookback.ingest.reader import (
@@ -143,6 +147,7 @@ class FreshnessEngine:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.jobs_run = 0
+        self.rebuilt: int | None = None  # stale indexes rebuilt since start (None: not done)
 
     @property
     def set_aside(self) -> int:
@@ -158,10 +163,13 @@ class FreshnessEngine:
         return self
 
     def start_tailer(self) -> FreshnessEngine:
-        """Also poll the session folders in the background (when configured)."""
+        """Also poll the session folders in the background (when configured), and
+        rebuild the indexes an older version wrote (once, in the background)."""
         self.start()
-        if self.config.tail and self.watcher.roots and len(self._threads) == 1:
-            self._spawn(self._tail, "lookback-tail")
+        if len(self._threads) == 1:
+            self._spawn(self._rebuild_stale, "lookback-reindex")
+            if self.config.tail and self.watcher.roots:
+                self._spawn(self._tail, "lookback-tail")
         return self
 
     def _spawn(self, target: Any, name: str) -> None:
@@ -382,6 +390,25 @@ class FreshnessEngine:
             job.done.set()
 
     # -- tailing ----------------------------------------------------------------------
+
+    def _rebuild_stale(self) -> None:
+        """After an upgrade (a newer schema or tokenizer), rebuild each stale index from
+        its event log, as service mode's workers do; readers answer from the old file
+        until the new one is swapped in, and writers keep appending meanwhile."""
+        rebuilt = 0
+        for project in stale_projects(self.home):
+            if self._stop.is_set():
+                return
+            try:
+                rebuild(project, lock_timeout=self.config.lock_timeout_seconds * 4)
+            except RebuildBusy:
+                continue  # someone else (`lookback reindex`) is rebuilding it
+            except Exception as error:  # one project's failure never stops the others
+                log.warning("stale index not rebuilt: %s", error.__class__.__name__)
+                continue
+            rebuilt += 1
+        self.rebuilt = rebuilt
+        log.info("rebuilt %d stale indexes", rebuilt)
 
     def _tail(self) -> None:
         while not self._stop.wait(self.watcher.poll_seconds):

@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lookback.index.layout import PROJECTS_DIR, ProjectDir, find_project, list_projects
+from lookback.index.layout import PROJECTS_DIR, find_project
 from lookback.index.rebuild import RebuildBusy, rebuild
-from lookback.index.store import IndexUnavailable, needs_rebuild, open_reader
 from lookback.workers.config import ServiceConfig
 from lookback.workers.port import RedisPort
 
@@ -23,22 +22,6 @@ logger = logging.getLogger("lookback.workers")
 
 #: Progress is written to Redis at most this often.
 PROGRESS_SECONDS = 0.5
-
-
-def stale_projects(home: Path) -> list[ProjectDir]:
-    """Projects whose index was written by an older schema or tokenizer."""
-    stale = []
-    for project in list_projects(home):
-        try:
-            connection = open_reader(project.index_path())
-        except IndexUnavailable:
-            continue
-        try:
-            if needs_rebuild(connection):
-                stale.append(project)
-        finally:
-            connection.close()
-    return stale
 
 
 def mark_queued(config: ServiceConfig, client: RedisPort, project: str) -> None:

@@ -14,12 +14,13 @@ import threading
 import time
 from typing import Any
 
+from lookback.index.rebuild import stale_projects
 from lookback.workers.config import ServiceConfig
 from lookback.workers.log import id_millis
 from lookback.workers.nudge import nudge, request_rebuild
 from lookback.workers.owner import me
 from lookback.workers.port import RedisPort
-from lookback.workers.reindex import mark_queued, stale_projects
+from lookback.workers.reindex import mark_queued
 
 logger = logging.getLogger("lookback.workers")
 

@@ -315,3 +315,52 @@ def test_while_a_rewrite_is_being_written_a_request_still_sees_a_rewrite(home, t
         assert during == ["rewrite-pending"]
     finally:
         engine.close()
+
+
+def test_an_index_an_older_version_wrote_is_rebuilt_when_the_reader_starts(
+        home, session_file, project_cwd):
+    """After an upgrade that changed the tokenizer, `lookback serve` alone brings the
+    index up to date: no `lookback reindex` by hand (service mode's workers do the same)."""
+    import apsw
+
+    from lookback.index.layout import project_dir
+    from lookback.index.schema import WORD_TOKENIZE
+    from lookback.index.store import needs_rebuild, open_reader
+
+    project = project_dir(home, str(project_cwd))
+    old = apsw.Connection(str(project.index_path()))
+    with old:  # what the previous release wrote: the FTS table without word stems
+        old.execute("DROP TABLE entries_fts")
+        old.execute("CREATE VIRTUAL TABLE entries_fts USING fts5(text, content='entries', "
+                    f"content_rowid='rowid', tokenize=\"{WORD_TOKENIZE}\")")
+        old.execute("INSERT INTO entries_fts(entries_fts) VALUES ('rebuild')")
+        old.execute("UPDATE meta SET value = '1' WHERE key = 'tokenizer_version'")
+    old.close()
+    generation = project.current_generation()
+
+    def stemmed_hits() -> int:  # "merged" finds "declaration merging" only through stems
+        connection = open_reader(project.index_path())
+        try:
+            return connection.execute(
+                "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH 'merged'"
+            ).fetchone()[0]
+        finally:
+            connection.close()
+
+    assert stemmed_hits() == 0
+    engine = FreshnessEngine(home).start_tailer()
+    try:
+        deadline = time.monotonic() + 60
+        while engine.rebuilt is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert engine.rebuilt == 1
+    finally:
+        engine.close()
+    assert project.current_generation() == generation + 1
+    connection = open_reader(project.index_path())
+    try:
+        assert not needs_rebuild(connection)
+        assert connection.execute("SELECT count(*) FROM entries").fetchone()[0] == 7
+    finally:
+        connection.close()
+    assert stemmed_hits() == 1
