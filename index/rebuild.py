@@ -81,8 +81,11 @@ def stale_projects(home: Path) -> list[ProjectDir]:
     """Projects whose index was written by an older schema or tokenizer."""
     stale = []
     for project in list_projects(home):
+        path = project.index_path()
+        if path is None:  # a folder without a generation yet: nothing to rebuild
+            continue
         try:
-            connection = open_reader(project.index_path())
+            connection = open_reader(path)
         except IndexUnavailable:
             continue
         try:
