@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lookback.settings import Settings
+from lookback.workers.lifeline import alive
 
 PID_FILE = "serve.pid"
 LOCK_FILE = "serve.lock"
@@ -43,7 +44,7 @@ class Started:
     log: str
 
     def alive(self) -> bool:
-        return _alive(self.pid)
+        return alive(self.pid)
 
 
 def pid_path(settings: Settings) -> Path:
@@ -129,18 +130,3 @@ def stop(settings: Settings) -> Started | None:
         os.kill(recorded.pid, signal.SIGKILL)
     pid_path(settings).unlink(missing_ok=True)
     return recorded
-
-
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs and is not a zombie (a reaped child is gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] != "Z"

@@ -78,7 +78,7 @@ class Registry:
                 record = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if _alive(int(record.get("supervisor", 0))):
+            if alive(int(record.get("supervisor", 0))):
                 continue  # another supervisor runs on this data directory
             orphans.extend(g for g in record.get("groups", []) if _is_worker_group(int(g)))
             path.unlink(missing_ok=True)
@@ -86,7 +86,8 @@ class Registry:
         return len(orphans)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs and is not a zombie (a reaped child is gone)."""
     if pid <= 0:
         return False
     try:
