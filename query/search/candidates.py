@@ -35,7 +35,7 @@ import apsw
 
 from lookback.index.memo import Memo
 from lookback.index.tree import PathEntry
-from lookback.query.text.fts_query import FtsQuery, build_phrase_query
+from lookback.query.text.fts_query import FtsQuery, build_phrase_query, quote_fts_string
 from lookback.query.text.matching import find_literal
 
 MAX_RANGES = 64
@@ -248,15 +248,14 @@ def selective_expression(connection: apsw.Connection, query: FtsQuery,
     if cap is None:  # the largest rowid: the index's size, without counting its rows
         (last,) = connection.execute("SELECT max(rowid) FROM entries").fetchone()
         cap = max(COMMON_ROWS, (last or 0) // COMMON_SHARE)
-    counted = [connection.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? LIMIT ?)",
-        (phrase, cap)).fetchone()[0] for phrase in query.phrases]
+    stamp = _stamp(connection)
+    counted = [_capped_rows(connection, stamp, phrase, cap) for phrase in query.phrases]
     rarest = sorted(range(len(counted)), key=lambda number: (counted[number], number))[:keep]
     return " OR ".join(query.phrases[number] for number in sorted(rarest))
 
 
 #: Rows per phrase and rows in the index, per index file and watermark (see ``rarity``).
-_COUNTS: Memo[int] = Memo(100_000)
+_COUNTS: Memo[object] = Memo(100_000)
 
 
 def rarity(connection: apsw.Connection, phrases: Sequence[str]) -> list[float]:
@@ -273,30 +272,76 @@ def rarity(connection: apsw.Connection, phrases: Sequence[str]) -> list[float]:
     """
     if not phrases:
         return []
-    (watermark,) = connection.execute(
-        "SELECT value FROM meta WHERE key = 'applied_seq'").fetchone() or (None,)
-    stamp = (connection.filename, watermark)
-    total = _COUNTS.get((*stamp, None))
+    stamp = _stamp(connection)
+    total = None if stamp is None else _COUNTS.get((*stamp, None))
     if total is None:
         total = _row_count(connection)
-        _COUNTS.put((*stamp, None), total)
+        if stamp is not None:
+            _COUNTS.put((*stamp, None), total)
     found = []
     for phrase in phrases:
-        counts = []
-        for token in phrase[1:-1].replace('""', '"').split(" "):  # see fts_query._phrase
-            key = (*stamp, token.casefold())
-            count = _COUNTS.get(key)
-            if count is None:
-                (count,) = connection.execute(
-                    "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?",
-                    ('"' + token.replace('"', '""') + '"',)).fetchone()
-                _COUNTS.put(key, count)
-            counts.append(count)
-        found.append(min(counts))
+        found.append(min(_token_rows(connection, stamp, token)[0] for token in _tokens(phrase)))
     total = max(total, max(found), 1)
     ceiling = _idf(total, 1)
     return [min(1.0, _idf(total, max(count, 1)) / ceiling) if ceiling > 0 else 1.0
             for count in found]
+
+
+def _stamp(connection: apsw.Connection) -> tuple[str, object] | None:
+    """The index state the counts of ``_COUNTS`` are valid for: its file and watermark
+    (None: a bare FTS table without the index's ``meta``, whose counts are not kept)."""
+    try:
+        (watermark,) = connection.execute(
+            "SELECT value FROM meta WHERE key = 'applied_seq'").fetchone() or (None,)
+    except apsw.SQLError:
+        return None
+    return connection.filename, watermark
+
+
+def _tokens(phrase: str) -> list[str]:
+    """The tokens of a quoted query phrase, as written (see ``fts_query._phrase``)."""
+    return phrase[1:-1].replace('""', '"').split(" ")
+
+
+def _token_rows(connection: apsw.Connection, stamp: tuple[str, object] | None, token: str
+                ) -> tuple[int, bool]:
+    """The rows holding ``token``, memoized per index state and folded token, and
+    whether the spelling counted was ASCII."""
+    key = None if stamp is None else (*stamp, token.casefold())
+    found = None if key is None else _COUNTS.get(key)
+    if found is None:
+        (count,) = connection.execute(
+            "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?",
+            (quote_fts_string(token),)).fetchone()
+        found = (count, token.isascii())
+        if key is not None:
+            _COUNTS.put(key, found)
+    return found
+
+
+def _capped_rows(connection: apsw.Connection, stamp: tuple[str, object] | None,
+                 phrase: str, cap: int) -> int:
+    """The rows matching ``phrase``, counted up to ``cap``, memoized per index state.
+
+    A one-token ASCII phrase matches the rows ``_token_rows`` counts for ``rarity``
+    (which the same request asks for anyway; the tokenizer folds ASCII case as
+    ``casefold`` does): its full count, capped, is the same number without another
+    query.
+    """
+    tokens = _tokens(phrase)
+    if len(tokens) == 1 and tokens[0].isascii():
+        count, ascii_counted = _token_rows(connection, stamp, tokens[0])
+        if ascii_counted:
+            return min(count, cap)
+    key = None if stamp is None else (*stamp, "capped", phrase, cap)
+    count = None if key is None else _COUNTS.get(key)
+    if count is None:
+        (count,) = connection.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? "
+            "LIMIT ?)", (phrase, cap)).fetchone()
+        if key is not None:
+            _COUNTS.put(key, count)
+    return count
 
 
 def _idf(total: int, count: int) -> float:
