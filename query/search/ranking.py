@@ -223,14 +223,24 @@ def add_neighbours(ranked: list[Ranked]) -> None:
     different tiers. Only candidates take part, so a row still needs its own verified
     match to be here at all."""
     by_position = {(item.row.session_id, item.row.seq): item for item in ranked}
-    own = {id(item): topics(item) for item in ranked}
+    # Topics are read only for rows with a neighbour among the candidates (most have
+    # none); a share gained is not a topic, so reading them late finds the same.
+    own: dict[int, dict[str, float]] = {}
+
+    def topics_of(item: Ranked) -> dict[str, float]:
+        found = own.get(id(item))
+        if found is None:
+            found = own[id(item)] = topics(item)
+        return found
+
     for item in ranked:
-        row, mine = item.row, own[id(item)]
+        row = item.row
         best = 0.0
         for step in (-1, 1):
             other = by_position.get((row.session_id, row.seq + step))
             if other is not None and other.tier == item.tier:
-                best = max(best, sum(points for reason, points in own[id(other)].items()
+                mine = topics_of(item)
+                best = max(best, sum(points for reason, points in topics_of(other).items()
                                      if reason not in mine))
         if best:
             item.add(round(min(MAX_NEIGHBOUR, NEIGHBOUR_SHARE * best), 2), "next to a match")
