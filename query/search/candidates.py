@@ -35,7 +35,7 @@ import apsw
 
 from lookback.index.memo import Memo
 from lookback.index.tree import PathEntry
-from lookback.query.text.fts_query import FtsQuery, build_phrase_query, quote_fts_string
+from lookback.query.text.fts_query import FtsQuery, build_phrase_query
 from lookback.query.text.matching import find_literal
 
 MAX_RANGES = 64
@@ -312,7 +312,7 @@ def _token_rows(connection: apsw.Connection, stamp: tuple[str, object] | None, t
     if found is None:
         (count,) = connection.execute(
             "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?",
-            (quote_fts_string(token),)).fetchone()
+            ('"' + token.replace('"', '""') + '"',)).fetchone()
         found = (count, token.isascii())
         if key is not None:
             _COUNTS.put(key, found)
