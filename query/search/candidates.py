@@ -30,6 +30,7 @@ import math
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import apsw
 
@@ -254,8 +255,9 @@ def selective_expression(connection: apsw.Connection, query: FtsQuery,
     return " OR ".join(query.phrases[number] for number in sorted(rarest))
 
 
-#: Rows per phrase and rows in the index, per index file and watermark (see ``rarity``).
-_COUNTS: Memo[object] = Memo(100_000)
+#: Rows per phrase and rows in the index, per index file and watermark (see ``rarity``):
+#: ints, and (rows, counted in ASCII) pairs for single tokens, told apart by the key.
+_COUNTS: Memo[Any] = Memo(100_000)
 
 
 def rarity(connection: apsw.Connection, phrases: Sequence[str]) -> list[float]:
@@ -334,14 +336,14 @@ def _capped_rows(connection: apsw.Connection, stamp: tuple[str, object] | None,
         if ascii_counted:
             return min(count, cap)
     key = None if stamp is None else (*stamp, "capped", phrase, cap)
-    count = None if key is None else _COUNTS.get(key)
-    if count is None:
-        (count,) = connection.execute(
+    rows = None if key is None else _COUNTS.get(key)
+    if rows is None:
+        (rows,) = connection.execute(
             "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? "
             "LIMIT ?)", (phrase, cap)).fetchone()
         if key is not None:
-            _COUNTS.put(key, count)
-    return count
+            _COUNTS.put(key, rows)
+    return rows
 
 
 def _idf(total: int, count: int) -> float:
