@@ -20,7 +20,6 @@ from lookback.query.search.candidates import (
     SELECTIVE_PHRASES,
     Row,
     Scope,
-    add_literal_bits,
     count_fts,
     fts_search,
     prepare,
@@ -133,8 +132,9 @@ def test_sql_verification_agrees_with_the_python_matcher_on_real_text():
         searched = Searched.of(extract_terms(question))
         if searched.query is None:
             continue
-        rows: list[Row] = fts_search(connection, searched.query, Scope(session_id="s"), 40)
-        add_literal_bits(connection, searched.literals, rows)
+        found: list[Row] = fts_search(connection, searched.query, Scope(session_id="s"), 40)
+        assert all(row.phrases == 0 for row in found)  # left for add_phrase_bits
+        rows = merge_candidates(connection, searched, [], found)
         matcher = TermMatcher(searched.terms)
         for row in rows:
             text = texts[row.rowid - 1]

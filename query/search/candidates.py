@@ -371,13 +371,14 @@ def fts_search(connection: apsw.Connection, query: FtsQuery, scope: Scope,
 
     Ranking and the scope filter run on the FTS table alone; only the ``limit``
     winners are joined to ``entries``, for their columns. With ``expression`` (a
-    ``selective_expression``) the rows are ranked by it instead, and their
+    ``selective_expression``) the rows are ranked by it instead. The rows'
     ``phrases`` bits are left 0 for ``add_phrase_bits`` to fill in from the whole
-    query (the expression's phrases are numbered differently).
+    query, with the other candidates' (``merge_candidates``): computed here, in the
+    sorted query, SQLite would evaluate ``lookback_phrases`` for every matching row
+    of the scope before its ``LIMIT``, not only for the winners.
     """
     where, params = scope.where(fts="entries_fts")
-    select = ("entries_fts.rowid AS rowid, bm25(entries_fts) AS score, "
-              "lookback_phrases(entries_fts) AS phrases")
+    select = "entries_fts.rowid AS rowid, bm25(entries_fts) AS score"
     if scope.needs_entries:
         inner = (f"SELECT {select} FROM entries_fts JOIN entries AS e "
                  f"ON e.rowid = entries_fts.rowid "
@@ -385,14 +386,13 @@ def fts_search(connection: apsw.Connection, query: FtsQuery, scope: Scope,
     else:
         inner = (f"SELECT {select} FROM entries_fts "
                  f"WHERE entries_fts MATCH ? AND {where} ORDER BY score LIMIT ?")
-    sql = (f"SELECT {COLUMNS}, hits.score, hits.phrases FROM ({inner}) AS hits "
+    sql = (f"SELECT {COLUMNS}, hits.score FROM ({inner}) AS hits "
            f"JOIN entries AS e ON e.rowid = hits.rowid ORDER BY hits.score, e.rowid DESC")
-    prepare(connection)
     rows = []
     match = expression or query.expression
     for rank, values in enumerate(connection.execute(sql, [match, *params, limit])):
-        row = Row(*values[:-2])
-        row.bm25, row.phrases = values[-2], 0 if expression else values[-1]
+        row = Row(*values[:-1])
+        row.bm25 = values[-1]
         row.fts_rank = rank
         rows.append(row)
     return rows

@@ -362,9 +362,8 @@ def merge_candidates(connection: apsw.Connection, searched: Searched, literal: l
                      fts: list[Row]) -> list[Row]:
     """Step 5: merged rows, each knowing every phrase and literal term it matches."""
     merged = merge_rows(literal, fts)
-    if searched.query is not None:  # rows a selective search ranked have no bits yet
-        add_phrase_bits(connection, searched.query,
-                        [row for row in merged if row.fts_rank is None or not row.phrases])
+    if searched.query is not None:  # no row has its phrase bits yet (see fts_search)
+        add_phrase_bits(connection, searched.query, merged)
     add_literal_bits(connection, searched.literals, merged)
     return merged
 
