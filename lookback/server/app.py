@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import msgspec
 import orjson
 
 from lookback import freshness
@@ -51,7 +52,7 @@ from lookback.query.search.request import (
     pin,
 )
 from lookback.server.auth import Grants
-from lookback.server.cache import AnswerCache, watermark
+from lookback.server.cache import AnswerCache, time_key, watermark
 from lookback.server.errors import FORBIDDEN, ApiError
 from lookback.server.nudges import GIVE_UP_SECONDS as NUDGE_GIVE_UP_SECONDS
 from lookback.server.nudges import NudgeQueue
@@ -71,7 +72,8 @@ class ReaderApp:
     """
 
     def __init__(self, settings: Settings, *, engine: ModuleType | Any = None,
-                 reader: Any = None, manifests: ManifestStore | None = None) -> None:
+                 reader: Any = None, manifests: ManifestStore | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         if engine is None:
             from lookback import api as engine
         if reader is None:
@@ -79,6 +81,8 @@ class ReaderApp:
 
             reader = new_reader(settings)
         self.settings = settings
+        #: "Now" (epoch seconds) for a request without a message time (see ``retrieve``).
+        self.clock = clock
         self.engine = engine
         self.reader = reader
         self.grants = Grants(settings.server.tokens, settings.namespace)
@@ -201,10 +205,17 @@ class ReaderApp:
             return 200, freshness.rewrite_pending_answer(fresh), {"outcome": "not-indexed"}
         asked = pinned(parsed, ref)
         mark = watermark(self.reader, ref) if ref is not None else None
-        key = (encode_request(asked), mark) if mark and self.cache.size else None
+        answered, times = asked, ()
+        if asked.message_time_ms is None and asked.message:
+            # "Yesterday" is resolved against the call's time: take it once, pin it for
+            # the engine, and key the answer by what the message's times resolve to.
+            now_ms = int(self.clock() * 1000)
+            answered = msgspec.structs.replace(asked, message_time_ms=now_ms)
+            times = time_key(asked.message, now_ms)
+        key = (encode_request(asked), mark, times) if mark and self.cache.size else None
         cached = self.cache.get(key) if key else None
         if cached is None:
-            response = self.call(self.engine.retrieve, asked, settings=self.settings,
+            response = self.call(self.engine.retrieve, answered, settings=self.settings,
                                  reader=self.reader)
             plan = decide_for_answer(response, parsed.plan)
             if plan is not None:  # the planner's decision rides along (no second call)

@@ -6,13 +6,23 @@ are kept in a bounded LRU keyed by the decoded, pinned request
 the project's index watermark (live generation file, applied event seq, embeddings seq;
 see ``IndexReader.watermark``). Any commit that can change an answer, or a reindex swap,
 changes the watermark, so stale answers are never served; they simply age out.
+
+Time is the other input an answer depends on: a request without a message time
+(``message_time``, or the latest user message's ``timestamp``) resolves "yesterday",
+"ieri" or "last week" against the time of the call. Such a request is answered at one
+``now`` the server takes (``ReaderApp``'s clock) and pinned into the request the
+engine sees, and its key adds the intervals the message's times resolve to at that
+``now`` (``time_key``): after midnight "yesterday" is another day, so another key.
+A message that names no time, or names only absolute dates, keys as before.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from lookback.index.memo import Memo
+from lookback.query.text import time_spans
 
 
 class AnswerCache(Memo[Any]):
@@ -31,3 +41,12 @@ def watermark(reader: Any, ref: Any) -> tuple | None:
     """(live index file, applied seq, embeddings seq), or None (do not cache) when the
     project has no readable index."""
     return reader.watermark(ref.project)
+
+
+def time_key(message: str | None, now_ms: int) -> tuple[tuple[int, int], ...]:
+    """The intervals (epoch ms) the times ``message`` names resolve to at ``now_ms``: the
+    part of an answer's key that the clock decides (empty: the message names no time)."""
+    if not message:
+        return ()
+    now = datetime.fromtimestamp(now_ms / 1000, UTC)
+    return tuple((span.start_ms, span.end_ms) for span in time_spans(message, now))

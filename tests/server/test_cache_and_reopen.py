@@ -4,14 +4,16 @@ reindex swap (after which the server answers from the new generation file)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 from lookback.cli import main
 from lookback.index.layout import find_project
 from lookback.index.rebuild import rebuild
+from lookback.server import ReaderApp
 from tests.support import index_paths
 
-from .conftest import retrieve_body
+from .conftest import retrieve_body, settings_for
 
 
 def retrieve(app, body: dict) -> tuple[int, dict, dict]:
@@ -77,3 +79,49 @@ def test_lookback_reindex_command_under_a_live_server(serve, home, session_file,
     again = client.post("/v1/retrieve", retrieve_body(session_file))
     assert again.status == 200
     assert again.body["evidence"] == first.body["evidence"]
+
+
+class FakeClock:
+    """The server's "now", moved by the test (epoch seconds)."""
+
+    def __init__(self, iso: str) -> None:
+        self.now = datetime.fromisoformat(iso).timestamp()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def dated_reasons(answer: dict) -> list[str]:
+    return [reason for item in answer["evidence"] for reason in item["reasons"]
+            if reason.startswith("dated ")]
+
+
+def test_a_relative_date_is_not_served_stale_across_midnight(home, session_file):
+    # No message_time and no timestamp: "yesterday" means the day before the call. The
+    # session's turns are dated 2025-12-08; asked on the 9th they are yesterday's, asked
+    # on the 10th they are a day before yesterday. The index does not change.
+    clock = FakeClock("2025-12-09T23:59:00+00:00")
+    app = ReaderApp(settings_for(home), clock=clock)
+    try:
+        body = retrieve_body(session_file, message="what did `AgentSession.messages` "
+                                                   "return yesterday?")
+        on_the_9th = retrieve(app, body)
+        assert on_the_9th[2]["cache"] == "miss"
+        assert dated_reasons(on_the_9th[1])
+        assert all(r.startswith("dated in `yesterday`") for r in dated_reasons(on_the_9th[1]))
+        clock.now += 30  # same day: the same answer, from the cache
+        assert retrieve(app, body)[2]["cache"] == "hit"
+
+        clock.now += 60  # 2025-12-10T00:00:30Z
+        on_the_10th = retrieve(app, body)
+        assert on_the_10th[2]["cache"] == "miss"
+        assert dated_reasons(on_the_10th[1])
+        assert all(r.startswith("dated near `yesterday`")
+                   for r in dated_reasons(on_the_10th[1]))
+        # A message that names no time keys by request and index alone, whatever the hour.
+        plain = retrieve_body(session_file)
+        assert retrieve(app, plain)[2]["cache"] == "miss"
+        clock.now += 86_400
+        assert retrieve(app, plain)[2]["cache"] == "hit"
+    finally:
+        app.close()
