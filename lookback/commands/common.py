@@ -1,4 +1,4 @@
-"""Helpers shared by the subcommands: settings from flags, progress output."""
+"""Helpers shared by the subcommands: their parsers, settings from flags, progress output."""
 
 from __future__ import annotations
 
@@ -9,6 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from lookback.settings import Settings, load_settings
+
+
+def add_command(subparsers: argparse._SubParsersAction, name: str,
+                handler: Callable[[argparse.Namespace], int], summary: str,
+                description: str | None = None) -> argparse.ArgumentParser:
+    """The subcommand ``name``, run by ``handler(args)``: ``summary`` is its line in
+    ``lookback --help``, ``description`` the paragraph of ``lookback NAME --help`` (argparse
+    re-wraps it, so its line breaks are free)."""
+    parser = subparsers.add_parser(name, help=summary, description=description)
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def load(args: argparse.Namespace, **overrides: Any) -> Settings:

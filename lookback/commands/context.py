@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lookback.api import new_reader, privacy_policy
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 from lookback.errors import UserError
 from lookback.index.store import IndexUnavailable
 from lookback.ingest.pipeline import peek_header
@@ -31,10 +31,12 @@ VIEWS = ("retrieved", "manifest", "included", "excluded")
 EXCERPT_CHARS = 240
 
 
+SUMMARY = "show what retrieval put into (or kept out of) the model's context"
+DESCRIPTION = """Render the Context Manifest that `lookback serve` records per retrieval."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "context", help="show what retrieval put into (or kept out of) the model's context",
-        description="Render the Context Manifest that `lookback serve` records per retrieval.")
+    parser = add_command(subparsers, "context", run, SUMMARY, DESCRIPTION)
     parser.add_argument("view", choices=VIEWS, help="what to show")
     parser.add_argument("scope", nargs="?", choices=("all",),
                         help="every record kept for the session, not only the latest")
@@ -45,7 +47,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--provider", help="show excerpts this provider may see (privacy policy); "
                         "default: an unnamed remote provider")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

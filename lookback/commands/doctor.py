@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
+
+SUMMARY = "check the reader, session folders, hooks, packages, MCP, indexes"
+DESCRIPTION = """Check that Lookback is wired: the reader answers, each agent's sessions are
+indexed and fresh, the Pi package and the Claude Code hook are installed, MCP is registered, no
+index is damaged. Exit 1 when something is wrong; each problem names the command that fixes it."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "doctor", help="check the reader, session folders, hooks, packages, MCP, indexes",
-        description="Check that Lookback is wired: the reader answers, each agent's sessions "
-                    "are indexed and fresh, the Pi package and the Claude Code hook are "
-                    "installed, MCP is registered, no index is damaged. Exit 1 when "
-                    "something is wrong; each problem names the command that fixes it.")
+    parser = add_command(subparsers, "doctor", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,18 +13,18 @@ import os
 import sys
 
 from lookback import claude_hook, codex_hook
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 from lookback.settings import Settings
+
+SUMMARY = "agent hooks: `lookback hook claude-code|codex` (UserPromptSubmit)"
+DESCRIPTION = """Run as Claude Code's or Codex's UserPromptSubmit hook: read the hook input on
+stdin, ask the reader (lookback serve), print the evidence as additionalContext. Never fails: on
+any problem it prints nothing."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "hook", help="agent hooks: `lookback hook claude-code|codex` (UserPromptSubmit)",
-        description="Run as Claude Code's or Codex's UserPromptSubmit hook: read the hook "
-                    "input on stdin, ask the reader (lookback serve), print the evidence as "
-                    "additionalContext. Never fails: on any problem it prints nothing.")
+    parser = add_command(subparsers, "hook", run, SUMMARY, DESCRIPTION)
     parser.add_argument("agent", choices=["claude-code", "codex"])
-    parser.set_defaults(handler=run)
 
 
 def hook_budget(settings: Settings) -> int:

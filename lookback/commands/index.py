@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lookback.commands.common import load, progress_printer
+from lookback.commands.common import add_command, load, progress_printer
 from lookback.errors import UserError
 from lookback.freshness import default_roots
 from lookback.index.sink import EmbeddedSink
@@ -21,13 +21,13 @@ if TYPE_CHECKING:
     from lookback.workers.sink import RedisSink
 
 
+SUMMARY = "index Pi and Claude Code session files (default: their folders)"
+DESCRIPTION = """Read new lines of Pi and Claude Code session files into one index per project.
+Re-running reads only what was appended; rewritten files replace their session."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "index", help="index Pi and Claude Code session files (default: their folders)",
-        description="Read new lines of Pi and Claude Code session files into one index "
-                    "per project. "
-                    "Re-running reads only what was appended; rewritten files replace "
-                    "their session.")
+    parser = add_command(subparsers, "index", run, SUMMARY, DESCRIPTION)
     parser.add_argument("paths", nargs="*", type=Path,
                         help="session files or folders (default: ~/.pi/agent/sessions)")
     parser.add_argument("--queue", action="store_true",
@@ -36,7 +36,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="embedded mode: also build the semantic vectors of the indexed "
                              "projects now (embedder: retrieval.embedder, default hashing)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

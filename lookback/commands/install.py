@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lookback import claude_hook, codex_config, codex_hook
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 from lookback.commands.hook import codex_budget, hook_budget
 from lookback.errors import UserError
 from lookback.settings import Settings
@@ -31,13 +31,14 @@ MARK = "claude_hook.py"
 CODEX_MARK = "codex_hook.py"
 
 
+SUMMARY = "install an agent integration: `lookback install claude-code|codex`"
+DESCRIPTION = """Add the Lookback UserPromptSubmit hook to Claude Code's settings (project
+.claude/settings.json by default) or to Codex's ($CODEX_HOME/hooks.json, trusted in its
+config.toml). Start `lookback serve` for it to answer; without a reader the hook adds nothing."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "install", help="install an agent integration: `lookback install claude-code|codex`",
-        description="Add the Lookback UserPromptSubmit hook to Claude Code's settings "
-                    "(project .claude/settings.json by default) or to Codex's "
-                    "($CODEX_HOME/hooks.json, trusted in its config.toml). Start `lookback "
-                    "serve` for it to answer; without a reader the hook adds nothing.")
+    parser = add_command(subparsers, "install", run, SUMMARY, DESCRIPTION)
     parser.add_argument("agent", choices=["claude-code", "codex"])
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--project", type=Path, default=None,
@@ -48,7 +49,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "instead (Codex's hooks are always the user's)")
     parser.add_argument("--print", action="store_true",
                         help="print the settings snippet instead of writing a file")
-    parser.set_defaults(handler=run)
 
 
 def hook_command(settings: Settings, python: str = sys.executable) -> str:
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     base = Path.home() if args.user else (args.project or Path.cwd())
     target = base.expanduser().resolve() / ".claude" / "settings.json"
-    existing = _read(target)
+    existing = codex_config.read_json(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.lookback-{os.getpid()}")
     temporary.write_text(json.dumps(merged(existing, entry), indent=2) + "\n", encoding="utf-8")
@@ -158,15 +158,3 @@ def _run_codex(args: argparse.Namespace, settings: Settings) -> int:
     print(f"installed the Lookback UserPromptSubmit hook in {hooks_file} and trusted it in "
           f"{config_file}; start `lookback serve` for it to answer")
     return 0
-
-
-def _read(target: Path) -> dict[str, Any]:
-    if not target.exists():
-        return {}
-    try:
-        data = json.loads(target.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise UserError(f"{target}: not readable JSON ({error}); fix or move it first") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{target}: not a JSON object; fix or move it first")
-    return data

@@ -8,18 +8,20 @@ import logging
 import os
 import sys
 
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 
 #: Where ``lookback mcp --http`` listens by default: beside ``lookback serve``'s port.
 DEFAULT_HTTP_PORT_OFFSET = 1
 
 
+SUMMARY = "MCP server: history_search, history_read, lookback_status"
+DESCRIPTION = """Serve Lookback's history tools to MCP clients (Claude Code, Pi, Codex), on
+stdio (the client starts it) or streamable HTTP at /mcp behind the reader's tokens and guards.
+Needs pip install 'pi-lookback[mcp]'."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "mcp", help="MCP server: history_search, history_read, lookback_status",
-        description="Serve Lookback's history tools to MCP clients (Claude Code, Pi, Codex), "
-                    "on stdio (the client starts it) or streamable HTTP at /mcp behind the "
-                    "reader's tokens and guards. Needs pip install 'pi-lookback[mcp]'.")
+    parser = add_command(subparsers, "mcp", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--http", action="store_true",
                         help="serve streamable HTTP instead of stdio")
     parser.add_argument("--host", help="with --http: address (default: server.host)")
@@ -32,7 +34,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--project", help="stdio: the project a call without a session "
                         "means (default: the current folder)")
     parser.add_argument("--quiet", action="store_true", help="no per-call log lines")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,21 +7,22 @@ import argparse
 import re
 import sys
 
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 from lookback.errors import UserError
 from lookback.index.layout import project_key
 
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 
 
+SUMMARY = "service mode: show or move the worker host that owns a project"
+DESCRIPTION = """Each project's events are applied on one worker host, its owner (claimed in
+Redis by the first worker that applies it). To move a project: `lookback owner P --pause`
+(events wait in Redis), copy the project's folder to the new host's data directory, then run
+`lookback owner P --take` there."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "owner", help="service mode: show or move the worker host that owns a project",
-        description="Each project's events are applied on one worker host, its owner "
-                    "(claimed in Redis by the first worker that applies it). To move a "
-                    "project: `lookback owner P --pause` (events wait in Redis), copy the "
-                    "project's folder to the new host's data directory, then run "
-                    "`lookback owner P --take` there.")
+    parser = add_command(subparsers, "owner", run, SUMMARY, DESCRIPTION)
     parser.add_argument("project", help="the project's cwd or its folder name")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--pause", action="store_true",
@@ -30,7 +31,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     action.add_argument("--take", action="store_true",
                         help="make this host (workers.host and this data directory) the owner "
                              "and resume applying")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

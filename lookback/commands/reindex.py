@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 from lookback.errors import LookbackError, UserError
 from lookback.freshness import default_roots
 from lookback.index.layout import ProjectDir, find_project, list_projects, project_key
@@ -22,16 +22,16 @@ from lookback.ingest.reader import NotASession
 from lookback.ingest.scan import session_files
 from lookback.settings import Settings
 
+SUMMARY = "rebuild project indexes from their event logs"
+DESCRIPTION = """Rebuild every projection (entries, full-text index) from the project's event
+log into a new file and swap it in atomically; readers keep answering from the old file until
+the swap. One rebuild per project at a time: a second one refuses. With --repair, check each
+index and rebuild the damaged ones: from the event log when it still reads, else from the
+session files."""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "reindex", help="rebuild project indexes from their event logs",
-        description="Rebuild every projection (entries, full-text index) from the "
-                    "project's event log into a new file and swap it in atomically; "
-                    "readers keep answering from the old file until the swap. One "
-                    "rebuild per project at a time: a second one refuses. With --repair, "
-                    "check each index and rebuild the damaged ones: from the event log "
-                    "when it still reads, else from the session files.")
+    parser = add_command(subparsers, "reindex", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--project", help="only this project (folder name or cwd)")
     parser.add_argument("--queue", action="store_true",
                         help="service mode: enqueue background rebuilds for the workers")
@@ -42,7 +42,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "index from when its event log is unreadable (default: every "
                              "file indexed into it, as paths.sqlite records, and the "
                              "session folders lookback index reads)")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,19 +11,20 @@ import json
 import sys
 
 from lookback.api import RequestError, retrieve
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 from lookback.query.search.request import check_depth
 
 MAX_STDIN_BYTES = 64 * 1024 * 1024
 
 
+SUMMARY = "answer one retrieval request (JSON on stdin, JSON on stdout)"
+DESCRIPTION = """Read a retrieval request (see docs/design.md, 'Retrieval contract') as JSON on
+stdin and print the response as JSON."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "retrieve", help="answer one retrieval request (JSON on stdin, JSON on stdout)",
-        description="Read a retrieval request (see docs/design.md, 'Retrieval contract') as "
-                    "JSON on stdin and print the response as JSON.")
+    parser = add_command(subparsers, "retrieve", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--pretty", action="store_true", help="indent the JSON output")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,15 +8,15 @@ import os
 import sys
 
 from lookback.api import RequestError, search
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
+
+SUMMARY = "search a session's history (branch, session or project scope)"
+DESCRIPTION = """Search earlier entries with the same extraction and ranking as automatic
+retrieval; the scope is explicit (default: the current branch of the session)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "search", help="search a session's history (branch, session or project scope)",
-        description="Search earlier entries with the same extraction and ranking as "
-                    "automatic retrieval; the scope is explicit (default: the current "
-                    "branch of the session).")
+    parser = add_command(subparsers, "search", run, SUMMARY, DESCRIPTION)
     parser.add_argument("text", help="what to look for")
     parser.add_argument("--session-file",
                         help="a Pi, Claude Code or Codex session file (names project and session)")
@@ -29,7 +29,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--provider", help="the model provider the results are for (the "
                         "privacy policy decides what it may see; default: an unnamed remote one)")
     parser.add_argument("--json", action="store_true", help="print JSON (default off a terminal)")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

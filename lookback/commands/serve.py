@@ -7,16 +7,16 @@ import json
 import logging
 import sys
 
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 from lookback.settings import Settings
+
+SUMMARY = "serve retrieval over HTTP for agents (the Pi extension)"
+DESCRIPTION = """HTTP JSON API: POST /v1/retrieve, /v1/search, /v1/source, /v1/plan, /v1/nudge;
+GET /v1/health, /v1/manifest. Loopback only unless server.tokens are configured."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "serve", help="serve retrieval over HTTP for agents (the Pi extension)",
-        description="HTTP JSON API: POST /v1/retrieve, /v1/search, /v1/source, /v1/plan, "
-                    "/v1/nudge; GET /v1/health, /v1/manifest. Loopback only unless "
-                    "server.tokens are configured.")
+    parser = add_command(subparsers, "serve", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--host", help="address to bind (default: server.host, 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: server.port, 8765)")
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
@@ -35,7 +35,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             help="stop the reader --ensure started")
     parser.add_argument("--started-by", default="user",
                         help="with --ensure: who asks (recorded for lookback doctor)")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

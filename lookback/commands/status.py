@@ -6,17 +6,16 @@ import argparse
 import json
 from typing import Any
 
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 from lookback.index.layout import find_project, list_projects
 from lookback.index.status import project_status
 from lookback.ingest.entries import MAX_TEXT_CHARS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("status", help="show each project's index")
+    parser = add_command(subparsers, "status", run, "show each project's index")
     parser.add_argument("--project", help="only this project (folder name or cwd)")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(handler=run)
 
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:

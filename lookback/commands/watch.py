@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 from lookback.errors import UserError
 from lookback.freshness import default_roots
 from lookback.index.sink import EmbeddedSink
@@ -24,14 +24,15 @@ if TYPE_CHECKING:
     from lookback.workers.sink import RedisSink
 
 
+SUMMARY = "tail Pi and Claude Code session folders, index new entries"
+DESCRIPTION = """Watch session folders (default: Pi's sessions folder and Claude Code's
+~/.claude/projects when it exists) for new files, appended lines and rewrites. With
+LOOKBACK_REDIS_URL set the events go to Redis for `lookback worker`; a restarted watcher resumes
+where Redis says it stopped."""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "watch", help="tail Pi and Claude Code session folders, index new entries",
-        description="Watch session folders (default: Pi's sessions folder and Claude Code's "
-                    "~/.claude/projects when it exists) for new "
-                    "files, appended lines and rewrites. With LOOKBACK_REDIS_URL set the "
-                    "events go to Redis for `lookback worker`; a restarted watcher "
-                    "resumes where Redis says it stopped.")
+    parser = add_command(subparsers, "watch", run, SUMMARY, DESCRIPTION)
     parser.add_argument("paths", nargs="*", type=Path, help="folders or files to watch")
     parser.add_argument("--poll", type=float, metavar="SECONDS",
                         help="how often recently changed files are checked (default: the "
@@ -42,7 +43,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--once", action="store_true", help="one round, then exit")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="print a line (counts only) for every round that sent events")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,23 +6,23 @@ import argparse
 import os
 import sys
 
-from lookback.commands.common import load
+from lookback.commands.common import add_command, load
 from lookback.errors import UserError
+
+SUMMARY = "service mode: apply queued session events to the indexes"
+DESCRIPTION = """Start dramatiq worker processes: one group for fresh appends (queue
+lookback-index) and one for background rebuilds (queue lookback-background). Needs
+LOOKBACK_REDIS_URL."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "worker", help="service mode: apply queued session events to the indexes",
-        description="Start dramatiq worker processes: one group for fresh appends "
-                    "(queue lookback-index) and one for background rebuilds (queue "
-                    "lookback-background). Needs LOOKBACK_REDIS_URL.")
+    parser = add_command(subparsers, "worker", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--processes", type=int, help="index worker processes "
                         "(default: workers.processes, 1)")
     parser.add_argument("--threads", type=int, help="threads per index worker process "
                         "(default: workers.threads, 2)")
     parser.add_argument("--no-background", action="store_true",
                         help="do not start the background (rebuild) worker")
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
