@@ -92,7 +92,7 @@ class FileState:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> FileState:
+    def from_json(cls, text: str | bytes) -> FileState:
         return cls(**json.loads(text))
 
 
@@ -255,13 +255,12 @@ class _Cursor:
     def state(self) -> FileState:
         self.crc = _crc(self.fd, self.crc_offset, self.offset, self.crc)
         self.crc_offset = self.offset
-        changes = {"offset": self.offset, "size": max(self.base.size, self.offset),
-                   "positions": self.positions, "last_entry_id": self.last_entry_id,
-                   "prefix_crc": self.crc, "seen": self.seen}
-        if self.last_line is not None:
-            changes.update(last_line_start=self.last_line_start,
-                           last_line_hash=_digest(self.last_line))
-        return replace(self.base, **changes)
+        last_line_start, last_line_hash = (self.base.last_line_start, self.base.last_line_hash) \
+            if self.last_line is None else (self.last_line_start, _digest(self.last_line))
+        return replace(self.base, offset=self.offset, size=max(self.base.size, self.offset),
+                       positions=self.positions, last_entry_id=self.last_entry_id,
+                       prefix_crc=self.crc, seen=self.seen, last_line_start=last_line_start,
+                       last_line_hash=last_line_hash)
 
 
 def _event_for(obj: dict[str, Any], cursor: _Cursor, stats: ReadStats) -> Event | None:
@@ -289,11 +288,12 @@ def _event_for(obj: dict[str, Any], cursor: _Cursor, stats: ReadStats) -> Event 
         entry_id, parent_id = f"v1:{position}", cursor.last_entry_id
         obj = _v1_links(obj)
     else:
-        entry_id, parent_id = obj.get("id"), obj.get("parentId")
-        if not isinstance(entry_id, str) or not entry_id:
+        given_id, given_parent = obj.get("id"), obj.get("parentId")
+        if not isinstance(given_id, str) or not given_id:
             stats.malformed += 1
             return None
-        parent_id = parent_id if isinstance(parent_id, str) and parent_id else None
+        entry_id = given_id
+        parent_id = given_parent if isinstance(given_parent, str) and given_parent else None
     stats.entries += 1
     entry, dropped = normalize_entry(obj, entry_id=entry_id, parent_id=parent_id, seq=position)
     stats.repaired += dropped

@@ -376,8 +376,9 @@ class FreshnessEngine:
             self.refused += 1
             log.warning('{"event": "freshness-refused", "refused": %d}', self.refused)
             job.state = "refused"
-        except NotASession:
-            self.watcher.mark(Path(path), stamp)  # not a session: not again until it changes
+        except NotASession:  # raised by reading the file, so only once it had a stamp
+            if stamp is not None:  # not a session: not again until it changes
+                self.watcher.mark(Path(path), stamp)
             job.state = "error"
         except Exception as error:  # one bad file never stops the others
             log.warning('{"event": "freshness-error", "error": "%s"}', type(error).__name__)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lookback.ingest.events import Event
-from lookback.workers.port import RedisPipeline, RedisPort
+from lookback.workers.port import RedisPipeline, RedisPort, entries
 
 EVENT_FIELD = b"e"
 START = "0-0"
@@ -43,13 +43,13 @@ def read_after(client: RedisPort, key: str, cursor: str, *, max_events: int,
     size = 0
     start = cursor
     while len(items) < max_events and size < max_bytes:
-        rows = client.xrange(key, min=f"({start}", max="+",
-                             count=min(chunk, max_events - len(items)))
+        rows = entries(client, key, min=f"({start}", max="+",
+                       count=min(chunk, max_events - len(items)))
         if not rows:
             break
         for stream_id, fields in rows:
-            raw = fields.get(EVENT_FIELD, b"")
-            items.append(LogItem(_text(stream_id), raw))
+            raw = _bytes(fields.get(EVENT_FIELD, b""))
+            items.append(LogItem(stream_id, raw))
             size += len(raw)
             if size >= max_bytes:
                 break
@@ -74,5 +74,5 @@ def id_millis(stream_id: str) -> int:
     return int(stream_id.partition("-")[0])
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+def _bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else value

@@ -46,8 +46,8 @@ def send(config: ServiceConfig, actor: str, queue: str, project: str,
     """Enqueue ``actor(project)`` on ``queue`` without importing the actor module."""
     import dramatiq
 
-    message = dramatiq.Message(queue_name=queue, actor_name=actor, args=(project,),
-                               kwargs={}, options={})
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name=queue, actor_name=actor, args=(project,), kwargs={}, options={})
     broker_for(config).enqueue(message, delay=delay_ms)
 
 

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig
-from lookback.workers.port import RedisPort
+from lookback.workers.port import RedisPort, text
 
 
 @dataclass(frozen=True)
@@ -136,9 +136,9 @@ def in_flight(config: ServiceConfig, client: RedisPort, project: str) -> list[st
     live = []
     for token, expiry in client.hgetall(key).items():
         if float(expiry) > now:
-            live.append(_text(token).rsplit("|", 2)[0])
+            live.append(text(token).rsplit("|", 2)[0])
         else:
-            client.hdel(key, _text(token))
+            client.hdel(key, text(token))
     return sorted(live)
 
 
@@ -176,10 +176,6 @@ def _redis_seconds(client: RedisPort) -> float:
     """Redis's clock, so that every host agrees on when a record expires."""
     seconds, micros = client.time()
     return seconds + micros / 1e6
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def take(config: ServiceConfig, client: RedisPort, project: str) -> Owner:

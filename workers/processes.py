@@ -52,7 +52,7 @@ def groups(processes: int, threads: int, background: bool = True,
            own: tuple[str, str] | None = None) -> list[Group]:
     """The process groups; ``own`` are this host's own index and background queues
     (``workers.owner.my_queues``), consumed beside the shared ones."""
-    own_index, own_background = own or ((), ())
+    own_index, own_background = own or ("", "")
     found = [Group("index", (INDEX_QUEUE, *filter(None, [own_index])), processes, threads,
                    poll_ms=100)]
     if background:

@@ -129,7 +129,7 @@ class RedisSink:
 
         def commit(_: int) -> None:
             with self.client.pipeline(transaction=True) as pipe:
-                if old_state is not None:
+                if old_state is not None and previous is not None:  # one implies the other
                     add_events(pipe, self.config.log_key(previous), [Event(
                         "reset", old_state.session_id, old_state.cwd,
                         {"reason": "moved", "file": path})])
@@ -138,7 +138,7 @@ class RedisSink:
                 pipe.execute()
 
         self.backoff.run(commit, "moving a session to its new project")
-        if old_state is not None:
+        if old_state is not None and previous is not None:
             self.backoff.run(lambda _: nudge(self.config, self.client, previous),
                              "nudging the workers")
 

@@ -20,7 +20,7 @@ from lookback.workers.apply import CURSOR_META
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig, redis_client
 from lookback.workers.log import START, id_millis
 from lookback.workers.owner import is_mine, owner_of
-from lookback.workers.port import RedisPort
+from lookback.workers.port import RedisPort, entries, text
 
 
 def add_service_status(config: ServiceConfig, report: dict[str, Any]) -> None:
@@ -39,9 +39,12 @@ def add_service_status(config: ServiceConfig, report: dict[str, Any]) -> None:
     try:
         known = {p["project"] for p in report["projects"]}
         for raw in sorted(client.hkeys(config.projects_key)):
-            name = raw.decode()
+            name = text(raw)
             if name not in known:  # registered by a producer, not indexed here yet
-                info = json.loads(client.hget(config.projects_key, name))
+                registered = client.hget(config.projects_key, name)
+                if registered is None:  # HKEYS listed it; entries are never removed
+                    continue
+                info = json.loads(registered)
                 report["projects"].append({"project": name, "cwd": info.get("cwd"),
                                            "namespace": info.get("namespace", ""),
                                            "state": "not indexed yet"})
@@ -59,10 +62,10 @@ def project_figures(config: ServiceConfig, client: RedisPort, project: dict[str,
     stream = config.log_key(name)
     cursor = _index_cursor(config, name)
     length = int(client.xlen(stream))
-    applied_left = client.xrange(stream, min="-", max=cursor, count=length or 1) \
+    applied_left = entries(client, stream, min="-", max=cursor, count=length or 1) \
         if cursor != START and length else []
-    first = client.xrange(stream, min=f"({cursor}", max="+", count=1)
-    lag_seconds = (now_ms - id_millis(first[0][0].decode())) / 1000 if first else 0.0
+    first = entries(client, stream, min=f"({cursor}", max="+", count=1)
+    lag_seconds = (now_ms - id_millis(first[0][0])) / 1000 if first else 0.0
     figures: dict[str, Any] = {
         "service_log_length": length,
         "service_cursor": cursor,
@@ -77,7 +80,7 @@ def project_figures(config: ServiceConfig, client: RedisPort, project: dict[str,
                                                       else "")
     reindex = client.hgetall(config.reindex_key(name))
     if reindex:
-        info = {k.decode(): v.decode() for k, v in reindex.items()}
+        info = {text(k): text(v) for k, v in reindex.items()}
         done, total = int(float(info.get("done", 0))), int(float(info.get("total", 0)))
         progress = f"{info.get('state')} {done:,}/{total:,} events"
         figures["service_reindex"] = progress
@@ -94,7 +97,10 @@ def queue_figures(config: ServiceConfig, client: RedisPort, queue: str) -> dict[
 
 def _index_cursor(config: ServiceConfig, name: str) -> str:
     try:
-        connection = open_reader(find_project(config.home, name).index_path())
+        path = find_project(config.home, name).index_path()
+        if path is None:  # find_project saw one: gone since (a rebuild's switch)
+            return START
+        connection = open_reader(path)
     except (ProjectNotFound, IndexUnavailable):
         return START
     try:

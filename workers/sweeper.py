@@ -19,7 +19,7 @@ from lookback.workers.config import ServiceConfig
 from lookback.workers.log import id_millis
 from lookback.workers.nudge import nudge, request_rebuild
 from lookback.workers.owner import me
-from lookback.workers.port import RedisPort
+from lookback.workers.port import RedisPort, entries, text
 from lookback.workers.reindex import mark_queued
 
 logger = logging.getLogger("lookback.workers")
@@ -30,11 +30,11 @@ def sweep(config: ServiceConfig, client: RedisPort) -> int:
     now_ms = _redis_millis(client)
     nudged = 0
     for raw in client.hkeys(config.projects_key):
-        project = raw.decode() if isinstance(raw, bytes) else raw
-        first = client.xrange(config.log_key(project), count=1)
+        project = text(raw)
+        first = entries(client, config.log_key(project), count=1)
         if not first:
             continue
-        stream_id = first[0][0].decode() if isinstance(first[0][0], bytes) else first[0][0]
+        stream_id = first[0][0]
         overdue = now_ms - id_millis(stream_id) > 2000 * config.sweep_seconds
         if nudge(config, client, project, force=overdue):
             nudged += 1

@@ -271,8 +271,8 @@ class ReaderApp:
                              "fallback": result["fallback"] is not None}
 
     def _record_plan(self, evidence: list, result: dict, grant: frozenset[str] | None) -> None:
-        sessions = {e.get("session_id") for e in evidence if isinstance(e, dict)}
-        sessions = {s for s in sessions if isinstance(s, str) and s}
+        named = {e.get("session_id") for e in evidence if isinstance(e, dict)}
+        sessions = {s for s in named if isinstance(s, str) and s}
         store = self.manifests.store
 
         def write() -> None:
