@@ -205,6 +205,7 @@ class ReaderApp:
             return 200, freshness.rewrite_pending_answer(fresh), {"outcome": "not-indexed"}
         asked = pinned(parsed, ref)
         mark = watermark(self.reader, ref) if ref is not None else None
+        times: tuple[tuple[int, int], ...]  # the intervals the message's times resolve to
         answered, times = asked, ()
         if asked.message_time_ms is None and asked.message:
             # "Yesterday" is resolved against the call's time: take it once, pin it for
