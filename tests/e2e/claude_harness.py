@@ -15,16 +15,13 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from . import agent_harness as agent
 from .npm_install import NpmInstallError, install_into_cache
 
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
@@ -52,10 +49,7 @@ SUMMARY_TEXT = ("<analysis>Reviewed the turns.</analysis>\n<summary>1. The user 
 def claude_cache_dir() -> Path:
     """Where the pinned CLI is installed: `$LOOKBACK_TEST_CLAUDE_CACHE` or
     ~/.cache/lookback-e2e/claude-code-<version>."""
-    configured = os.environ.get("LOOKBACK_TEST_CLAUDE_CACHE")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".cache" / "lookback-e2e" / f"claude-code-{CLAUDE_VERSION}"
+    return agent.cli_cache_dir("LOOKBACK_TEST_CLAUDE_CACHE", f"claude-code-{CLAUDE_VERSION}")
 
 
 def claude_wrapper(cache: Path) -> Path:
@@ -162,88 +156,28 @@ def _block_stream(block: dict) -> tuple[dict, list[dict]]:
             [{"type": "input_json_delta", "partial_json": json.dumps(block["input"])}])
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class FakeAnthropic(agent.FakeModelAPI):
+    """A streaming Messages API on 127.0.0.1 for the `with` block; records request bodies
+    (token counting left out). Each run's replies are numbered from 1, as in the recorded
+    fixtures."""
 
+    numbers_per_run = True
 
-@dataclass
-class FakeAnthropic:
-    """A streaming Messages API on 127.0.0.1 for the `with` block; records request bodies."""
-
-    requests: list[dict] = field(default_factory=list)
-    _server: _Server | None = None
-    _thread: threading.Thread | None = None
-
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "FakeAnthropic is not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def take(self) -> list[dict]:
-        """The model requests recorded so far (token counting left out), clearing the record."""
-        with self._lock:
-            taken, self.requests = self.requests, []
-        return taken
-
-    def __enter__(self) -> FakeAnthropic:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                body = json.loads(raw or b"{}")
-                if "count_tokens" in self.path:
-                    self._json({"input_tokens": 100})
-                    return
-                with owner._lock:
-                    owner.requests.append(body)
-                    number = len(owner.requests)
-                blocks, stop, tokens = plan_reply(body, number)
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.end_headers()
-                for event, data in _events(blocks, stop, tokens, body.get("model", "claude"),
-                                           number):
-                    self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
-
-            def do_GET(self) -> None:  # noqa: N802
-                self._json({"error": "not found"}, 404)
-
-            def _json(self, payload: dict, status: int = 200) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+    def answer(self, path: str, headers: Mapping[str, str], raw: bytes) -> agent.Answer:
+        body = json.loads(raw or b"{}")
+        if "count_tokens" in path:
+            return 200, "application/json", json.dumps({"input_tokens": 100}).encode()
+        number = self.record(body)
+        blocks, stop, tokens = plan_reply(body, number)
+        return 200, "text/event-stream", agent.sse(_events(blocks, stop, tokens,
+                                                     body.get("model", "claude"), number))
 
 
 # ---------------------------------------------------------------------------------------------
 # Running Claude Code
 
 
-class ClaudeRun(NamedTuple):
-    returncode: int
-    stdout: str
-    stderr: str
-    requests: list[dict]
+ClaudeRun = agent.AgentRun
 
 
 @dataclass
@@ -257,23 +191,16 @@ class ClaudeRunner:
 
     def environment(self, env: dict[str, str] | None) -> dict[str, str]:
         """Nothing of the machine's Claude Code or Lookback set-up leaks in."""
-        base = {k: v for k, v in os.environ.items()
-                if not k.startswith(("LOOKBACK_", "ANTHROPIC_", "CLAUDE_"))}
-        base.update(HOME=str(self.home), ANTHROPIC_BASE_URL=self.model.url,
-                    LOOKBACK_AUTOSTART="0",  # "reader down" stays down: the hook starts none
-                    ANTHROPIC_API_KEY="sk-ant-fake-key", DISABLE_AUTOUPDATER="1",
-                    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
-        base.update(env or {})
-        return base
+        return agent.clean_environment(("ANTHROPIC_", "CLAUDE_"), {
+            "HOME": str(self.home), "ANTHROPIC_BASE_URL": self.model.url,
+            "ANTHROPIC_API_KEY": "sk-ant-fake-key", "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}, env)
 
     def run(self, cwd: Path, prompt: str, *flags: str,
             env: dict[str, str] | None = None) -> ClaudeRun:
         """One `claude -p PROMPT FLAGS…` in `cwd`; returns what the model received."""
-        self.model.take()
-        done = subprocess.run([*self.command, "-p", prompt, *flags], cwd=cwd,
-                              env=self.environment(env), capture_output=True, text=True,
-                              timeout=self.timeout, check=False)
-        return ClaudeRun(done.returncode, done.stdout, done.stderr, self.model.take())
+        return agent.run_cli([*self.command, "-p", prompt, *flags], cwd, self.model,
+                         self.environment(env), self.timeout)
 
     def projects(self) -> Path:
         return self.home / ".claude" / "projects"

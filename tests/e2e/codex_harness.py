@@ -18,17 +18,15 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from . import agent_harness as agent
 from .npm_install import NpmInstallError, install_into_cache
 
 CODEX_PACKAGE = "@openai/codex"
@@ -47,10 +45,7 @@ API_KEY_VARIABLE = "FAKE_API_KEY"
 def codex_cache_dir() -> Path:
     """Where the pinned CLI is installed: `$LOOKBACK_TEST_CODEX_CACHE` or
     ~/.cache/lookback-e2e/codex-<version>."""
-    configured = os.environ.get("LOOKBACK_TEST_CODEX_CACHE")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".cache" / "lookback-e2e" / f"codex-{CODEX_VERSION}"
+    return agent.cli_cache_dir("LOOKBACK_TEST_CODEX_CACHE", f"codex-{CODEX_VERSION}")
 
 
 def codex_binary(cache: Path) -> Path | None:
@@ -162,90 +157,34 @@ class Recorded(NamedTuple):
         return self.metadata.get("request_kind")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-@dataclass
-class FakeResponses:
+class FakeResponses(agent.FakeModelAPI):
     """A streaming Responses API on 127.0.0.1 for the `with` block; records the requests."""
 
-    requests: list[Recorded] = field(default_factory=list)
-    _server: _Server | None = None
+    base_path = "/v1"
+    protocol_version = "HTTP/1.1"
 
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._count = 0
+    def answer(self, path: str, headers: Mapping[str, str], raw: bytes) -> agent.Answer:
+        if not path.split("?")[0].endswith("/responses"):
+            return agent.NOT_FOUND
+        recorded = Recorded(dict(headers), json.loads(raw or b"{}"))
+        number = self.record(recorded)
+        items = plan_reply(recorded, number)
+        return 200, "text/event-stream", agent.sse(
+            (event["type"], event)
+            for event in _events(f"resp_fake{number:04d}", items, max(1, len(raw) // 4)))
 
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "FakeResponses is not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def take(self) -> list[Recorded]:
-        with self._lock:
-            taken, self.requests = self.requests, []
-        return taken
-
-    def __enter__(self) -> FakeResponses:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server naming)
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                if not self.path.split("?")[0].endswith("/responses"):
-                    self._send(404, "application/json", b'{"error": "not found"}')
-                    return
-                recorded = Recorded({k.lower(): v for k, v in self.headers.items()},
-                                    json.loads(raw or b"{}"))
-                with owner._lock:
-                    owner.requests.append(recorded)
-                    owner._count += 1
-                    number = owner._count
-                items = plan_reply(recorded, number)
-                data = "".join(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
-                               for event in _events(f"resp_fake{number:04d}", items,
-                                                    max(1, len(raw) // 4))).encode()
-                self._send(200, "text/event-stream", data)
-
-            def do_GET(self) -> None:  # noqa: N802
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(200, "application/json", b'{"object": "list", "data": []}')
-                else:
-                    self._send(404, "application/json", b'{"error": "not found"}')
-
-            def _send(self, status: int, kind: str, data: bytes) -> None:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+    def answer_get(self, path: str) -> agent.Answer:
+        if path.rstrip("/").endswith("/models"):
+            return 200, "application/json", b'{"object": "list", "data": []}'
+        return agent.NOT_FOUND
 
 
 # ---------------------------------------------------------------------------------------------
 # Running Codex
 
 
-class CodexRun(NamedTuple):
-    returncode: int
-    stdout: str
-    stderr: str
-    requests: list[Recorded]
+class CodexRun(agent.AgentRun):
+    __slots__ = ()
 
     def turns(self) -> list[Recorded]:
         """The sampling requests of this run (compaction requests left out)."""
@@ -291,21 +230,15 @@ class CodexRunner:
 
     def environment(self, env: dict[str, str] | None = None) -> dict[str, str]:
         """Nothing of the machine's Codex or Lookback set-up leaks in."""
-        base = {k: v for k, v in os.environ.items()
-                if not k.startswith(("LOOKBACK_", "CODEX_", "OPENAI_"))}
-        base.update(CODEX_HOME=str(self.codex_home), HOME=str(self.root / "home"),
-                    TMPDIR=str(self.root / "tmp"), **{API_KEY_VARIABLE: "dummy-not-a-secret"},
-                    LOOKBACK_AUTOSTART="0")  # "reader down" stays down: the hook starts none
-        base.update(env or {})
-        return base
+        return agent.clean_environment(("CODEX_", "OPENAI_"), {
+            "CODEX_HOME": str(self.codex_home), "HOME": str(self.root / "home"),
+            "TMPDIR": str(self.root / "tmp"), API_KEY_VARIABLE: "dummy-not-a-secret"}, env)
 
     def run(self, project: Path, *args: str, env: dict[str, str] | None = None) -> CodexRun:
         """One `codex exec ARGS…` in `project` (stdin closed); what the model received."""
-        self.model.take()
-        done = subprocess.run([str(self.binary), "exec", *args], cwd=project,
-                              env=self.environment(env), stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=self.timeout, check=False)
-        return CodexRun(done.returncode, done.stdout, done.stderr, self.model.take())
+        return CodexRun(*agent.run_cli([str(self.binary), "exec", *args], project, self.model,
+                                   self.environment(env), self.timeout,
+                                   stdin=subprocess.DEVNULL))
 
     def rollouts(self) -> list[Path]:
         return sorted((self.codex_home / "sessions").glob("**/rollout-*.jsonl"))

@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,10 +43,7 @@ def claude_command() -> list[str]:
     return installed_or_fail(install_claude, "Claude Code")
 
 
-@pytest.fixture
-def model() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
+model = pytest.fixture(FakeAnthropic.serving, name="model")
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,10 +53,7 @@ def codex_binary() -> Path:
     return installed_or_fail(install_codex, "Codex")
 
 
-@pytest.fixture
-def model() -> Iterator[FakeResponses]:
-    with FakeResponses() as server:
-        yield server
+model = pytest.fixture(FakeResponses.serving, name="model")
 
 
 @pytest.fixture
