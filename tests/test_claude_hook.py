@@ -3,7 +3,6 @@ live reader serving the recorded Claude Code fixture — and fail-open against b
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from lookback import claude_hook
 from lookback.cli import main
 from lookback.commands.install import hook_command
 from lookback.query.context.evidence import FOOTER, HEADER
-from tests.e2e.harness import JsonServer, slow
+from tests.hook_cases import FailOpenCases, Stdin, calls, context_of, fake_reader
 from tests.server.conftest import settings_for, start_server, stop_server
 from tests.support import index_paths
 from tests.test_claude_code import MAIN, MAIN_ID, PROJECT_DIR, by_text
@@ -41,24 +40,8 @@ def reader_url(home: Path) -> Iterator[str]:
     stop_server(server, thread)
 
 
-def fake_reader(status: int = 200, body: bytes = b"{}", delay: float = 0.0) -> JsonServer:
-    """A reader stand-in answering ``POST /v1/retrieve`` with (status, body) after ``delay``."""
-    route = slow(lambda _: (status, body), delay) if delay else (lambda _: (status, body))
-    return JsonServer({"POST /v1/retrieve": route})
-
-
-def calls(server: JsonServer) -> list[tuple[str, Any]]:
-    return [(recorded.path, recorded.body) for recorded in server.requests]
-
-
 def run(stdin: bytes, url: str, timeout_ms: float = 3000, provider: str = "anthropic"):
     return claude_hook.run_hook(stdin, url=url, provider=provider, timeout_ms=timeout_ms)
-
-
-def context_of(output: str) -> str:
-    payload = json.loads(output)["hookSpecificOutput"]
-    assert payload["hookEventName"] == "UserPromptSubmit"
-    return payload["additionalContext"]
 
 
 # -- answers ------------------------------------------------------------------------------------
@@ -116,53 +99,21 @@ def test_no_topic_or_nothing_removed_adds_nothing(reader_url):
 # -- fail-open ----------------------------------------------------------------------------------
 
 
-def test_reader_down_adds_nothing_at_once():
-    with fake_reader() as fake:
-        pass  # closed: nothing listens on that port any more
-    started = time.monotonic()
-    assert run(hook_input(), fake.url) is None
-    assert time.monotonic() - started < 1.0
-
-
-def test_a_slow_reader_is_abandoned_at_the_timeout():
-    with fake_reader(body=b'{"status": "ok"}', delay=3.0) as fake:
-        started = time.monotonic()
-        assert run(hook_input(), fake.url, timeout_ms=300) is None
-        assert time.monotonic() - started < 1.5
-
-
-@pytest.mark.parametrize("status, body", [(500, b'{"status": "error"}'), (200, b"not json"),
-                                          (200, b'{"status": "ok", "evidence": "junk"}'),
-                                          (200, b'{"status": "not-indexed", "evidence": []}'),
-                                          (200, b"[1, 2]")])
-def test_error_answers_add_nothing(status, body):
-    with fake_reader(status, body) as fake:
-        assert run(hook_input(), fake.url) is None
-    assert len(calls(fake)) == 1
-
-
-@pytest.mark.parametrize("stdin", [b"", b"not json", b"[]",
-                                   hook_input(hook_event_name="PreToolUse"),
-                                   hook_input(prompt="   "),
-                                   hook_input(transcript=Path("relative.jsonl"))])
-def test_bad_hook_input_adds_nothing_and_asks_nobody(stdin):
-    with fake_reader(body=b'{"status": "ok"}') as fake:
-        assert run(stdin, fake.url) is None
-    assert calls(fake) == []
-
-
-def test_the_script_exits_0_silently_on_anything():
-    script = str(Path(claude_hook.__file__))
-    for argv in (["--url", "http://127.0.0.1:9"], ["--bogus"], ["--url"]):
-        done = subprocess.run([sys.executable, "-S", "-I", script, *argv], input=hook_input(),
-                              capture_output=True, timeout=30, check=False)
-        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+class TestFailOpen(FailOpenCases):
+    hook = claude_hook
+    error_answers = [(500, b'{"status": "error"}'), (200, b"not json"),
+                     (200, b'{"status": "ok", "evidence": "junk"}'),
+                     (200, b'{"status": "not-indexed", "evidence": []}'), (200, b"[1, 2]")]
+    bad_inputs = [b"", b"not json", b"[]", hook_input(hook_event_name="PreToolUse"),
+                  hook_input(prompt="   "), hook_input(transcript=Path("relative.jsonl"))]
+    hook_input = staticmethod(hook_input)
+    run = staticmethod(run)
 
 
 def test_the_cli_command_fails_open_too(monkeypatch, capsys, home, tmp_path):
     monkeypatch.setenv("LOOKBACK_HOME", str(home))
     monkeypatch.setenv("LOOKBACK_SERVER__PORT", "9")  # nothing listens there
-    monkeypatch.setattr(sys, "stdin", _Stdin(hook_input()))
+    monkeypatch.setattr(sys, "stdin", Stdin(hook_input()))
     assert main(["hook", "claude-code"]) == 0
     assert capsys.readouterr().out == ""
     (tmp_path / "bad.toml").write_text("this is not toml [")
@@ -173,14 +124,9 @@ def test_the_cli_command_fails_open_too(monkeypatch, capsys, home, tmp_path):
 
 def test_the_cli_command_answers_with_the_settings_reader(monkeypatch, capsys, reader_url):
     monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
-    monkeypatch.setattr(sys, "stdin", _Stdin(hook_input()))
+    monkeypatch.setattr(sys, "stdin", Stdin(hook_input()))
     assert main(["hook", "claude-code"]) == 0
     assert HEADER in context_of(capsys.readouterr().out)
-
-
-class _Stdin:
-    def __init__(self, data: bytes) -> None:
-        self.buffer = io.BytesIO(data)
 
 
 # -- install ------------------------------------------------------------------------------------

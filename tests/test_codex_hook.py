@@ -4,7 +4,6 @@ the thread's total bounded — and fail-open against broken readers."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -22,9 +21,9 @@ from lookback import codex_config, codex_hook
 from lookback.cli import main
 from lookback.commands.install import codex_hook_command
 from lookback.query.context.evidence import FOOTER, HEADER
+from tests.hook_cases import FailOpenCases, Stdin, calls, context_of, fake_reader
 from tests.server.conftest import settings_for, start_server, stop_server
 from tests.support import index_paths
-from tests.test_claude_hook import calls, fake_reader
 from tests.test_codex import CWD, MAIN, MAIN_ID, SESSIONS, item, lines_of
 
 PROMPT = "What did we decide about the config format, DEC-TOML-7?"
@@ -57,13 +56,6 @@ def reader_url(home: Path, rollout: Path) -> Iterator[str]:
 def run(stdin: bytes, url: str, **options: Any) -> str | None:
     return codex_hook.run_hook(stdin, url=url, provider=options.pop("provider", "openai"),
                                timeout_ms=options.pop("timeout_ms", 5000), **options)
-
-
-def context_of(output: str | None) -> str:
-    assert output is not None
-    payload = json.loads(output)["hookSpecificOutput"]
-    assert payload["hookEventName"] == "UserPromptSubmit"
-    return payload["additionalContext"]
 
 
 def persist(rollout: Path, context: str) -> None:
@@ -151,58 +143,24 @@ class _rollout_without_context:
 # -- fail-open ----------------------------------------------------------------------------------
 
 
-def test_reader_down_adds_nothing():
-    with fake_reader() as fake:
-        pass
-    assert run(hook_input(), fake.url) is None
-
-
-def test_a_slow_reader_is_abandoned_at_the_timeout():
-    with fake_reader(body=b'{"status": "ok"}', delay=3.0) as fake:
-        started = time.monotonic()
-        assert run(hook_input(), fake.url, timeout_ms=300) is None
-        assert time.monotonic() - started < 1.5
-
-
-@pytest.mark.parametrize("status, body", [(500, b'{"status": "error"}'), (200, b"not json"),
-                                          (200, b'{"status": "ok", "evidence": "junk"}'),
-                                          (200, b"[1, 2]")])
-def test_error_answers_add_nothing(status, body):
-    with fake_reader(status, body) as fake:
-        assert run(hook_input(), fake.url) is None
-    assert len(calls(fake)) == 1
-
-
-@pytest.mark.parametrize("stdin", [b"", b"not json", b"[]", hook_input(hook_event_name="Stop"),
-                                   hook_input(prompt=" "),
-                                   hook_input(transcript=Path("relative.jsonl")),
-                                   hook_input(transcript=Path("/nonexistent/rollout.jsonl"))])
-def test_bad_hook_input_adds_nothing_and_asks_nobody(stdin):
-    with fake_reader(body=b'{"status": "ok"}') as fake:
-        assert run(stdin, fake.url) is None
-    assert calls(fake) == []
-
-
-def test_the_script_exits_0_silently_on_anything():
-    script = str(Path(codex_hook.__file__))
-    for argv in (["--url", "http://127.0.0.1:9"], ["--bogus"], ["--url"]):
-        done = subprocess.run([sys.executable, "-S", "-I", script, *argv], input=hook_input(),
-                              capture_output=True, timeout=30, check=False)
-        assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
-
-
-class _Stdin:
-    def __init__(self, data: bytes) -> None:
-        self.buffer = io.BytesIO(data)
+class TestFailOpen(FailOpenCases):
+    hook = codex_hook
+    error_answers = [(500, b'{"status": "error"}'), (200, b"not json"),
+                     (200, b'{"status": "ok", "evidence": "junk"}'), (200, b"[1, 2]")]
+    bad_inputs = [b"", b"not json", b"[]", hook_input(hook_event_name="Stop"),
+                  hook_input(prompt=" "), hook_input(transcript=Path("relative.jsonl")),
+                  hook_input(transcript=Path("/nonexistent/rollout.jsonl"))]
+    hook_input = staticmethod(hook_input)
+    run = staticmethod(run)
 
 
 def test_the_cli_command_answers_and_fails_open(monkeypatch, capsys, rollout, reader_url):
     monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
-    monkeypatch.setattr(sys, "stdin", _Stdin(hook_input(transcript=rollout)))
+    monkeypatch.setattr(sys, "stdin", Stdin(hook_input(transcript=rollout)))
     assert main(["hook", "codex"]) == 0
     assert HEADER in context_of(capsys.readouterr().out)
     monkeypatch.setenv("LOOKBACK_SERVER__PORT", "9")
-    monkeypatch.setattr(sys, "stdin", _Stdin(hook_input(transcript=rollout)))
+    monkeypatch.setattr(sys, "stdin", Stdin(hook_input(transcript=rollout)))
     assert main(["hook", "codex"]) == 0
     assert capsys.readouterr().out == ""
 
