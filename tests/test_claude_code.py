@@ -19,12 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lookback.api import retrieve
-from lookback.index.layout import project_dir
-from lookback.index.sink import EmbeddedSink
-from lookback.index.store import open_reader
 from lookback.index.tree import branch, context_entries
 from lookback.ingest.claude_code import FORMAT
-from lookback.ingest.pipeline import ingest_files, peek_header
+from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import (
     FileState,
     HeaderPending,
@@ -35,7 +32,7 @@ from lookback.ingest.reader import (
 from lookback.query.search.reader import IndexReader
 from lookback.settings import load_settings
 from tests.support import fixture_path, index_paths
-from tests.test_fuzz_ingest import bad_lines, not_good_id, values
+from tests.test_fuzz_ingest import assert_every_good_line_indexed, bad_lines, not_good_id, values
 
 PROJECT_DIR = Path(__file__).parent / "fixtures" / "claude-code" / "projects" / \
     "-tmp-lookback-claude-fixture-project"
@@ -319,19 +316,7 @@ def good_claude_line(number: int) -> str:
                 min_size=1, max_size=12))
 def test_good_claude_code_lines_beside_any_bad_lines_are_always_indexed(plan):
     with tempfile.TemporaryDirectory() as scratch:
-        path, home = Path(scratch) / f"{MAIN_ID}.jsonl", Path(scratch) / "home"
-        lines, good = [good_claude_line(-1)], {"good--1"}
-        for number, (good_first, bad) in enumerate(plan):
-            pair = [good_claude_line(number), bad]
-            lines.extend(pair if good_first else pair[::-1])
-            good.add(f"good-{number}")
-        path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
-        with EmbeddedSink(home) as sink:
-            report = ingest_files([path], sink, strict=True)
-        assert report.errors == [] and sink.failures == {}
-        connection = open_reader(project_dir(home, CWD).index_path())
-        try:
-            found = {row[0] for row in connection.execute("SELECT entry_id FROM entries")}
-        finally:
-            connection.close()
-        assert good <= found
+        folder = Path(scratch)
+        assert_every_good_line_indexed(folder / f"{MAIN_ID}.jsonl", folder / "home", CWD,
+                                       [good_claude_line(-1)], {"good--1"}, plan,
+                                       good_claude_line)

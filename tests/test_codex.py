@@ -21,17 +21,15 @@ from hypothesis import strategies as st
 
 from lookback.api import retrieve
 from lookback.index.layout import project_dir
-from lookback.index.sink import EmbeddedSink
-from lookback.index.store import open_reader
 from lookback.index.tree import branch, context_entries, leaf_of
 from lookback.ingest import codex
-from lookback.ingest.pipeline import ingest_files, peek_header
+from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import FileState, ReadStats, read_session
 from lookback.ingest.scan import default_codex_sessions_dir, default_session_roots
 from lookback.query.search.reader import IndexReader
 from lookback.settings import load_settings
 from tests.support import index_paths
-from tests.test_fuzz_ingest import bad_lines
+from tests.test_fuzz_ingest import assert_every_good_line_indexed, bad_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
 SESSIONS = FIXTURES / "sessions"
@@ -310,19 +308,6 @@ META = json.dumps({"type": "session_meta", "payload": {"id": MAIN_ID, "cwd": CWD
 @example([(True, json.dumps({"type": "response_item", "payload": {"type": []}}))])
 def test_good_codex_lines_beside_any_bad_lines_are_always_indexed(plan):
     with tempfile.TemporaryDirectory() as scratch:
-        path, home = Path(scratch) / f"rollout-x-{MAIN_ID}.jsonl", Path(scratch) / "home"
-        lines, good = [META], set()
-        for number, (good_first, bad) in enumerate(plan):
-            pair = [good_codex_line(number), bad]
-            lines.extend(pair if good_first else pair[::-1])
-            good.add(f"good-{number}")
-        path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
-        with EmbeddedSink(home) as sink:
-            report = ingest_files([path], sink, strict=True)
-        assert report.errors == [] and sink.failures == {}
-        connection = open_reader(project_dir(home, CWD).index_path())
-        try:
-            found = {row[0] for row in connection.execute("SELECT entry_id FROM entries")}
-        finally:
-            connection.close()
-        assert good <= found
+        folder = Path(scratch)
+        assert_every_good_line_indexed(folder / f"rollout-x-{MAIN_ID}.jsonl", folder / "home",
+                                       CWD, [META], set(), plan, good_codex_line)

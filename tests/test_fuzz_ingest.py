@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
 from lookback.index.sink import EmbeddedSink
-from lookback.index.store import open_reader
 from lookback.ingest.events import Event
 from lookback.ingest.pipeline import ingest_files
+from tests.support import entry_ids
 
 CWD = "/work/fuzz"
 HEADER = json.dumps({"type": "session", "version": 3, "id": "fuzz", "cwd": CWD,
@@ -74,12 +74,24 @@ def good_line(number: int) -> str:
                        "message": {"role": "user", "content": f"good line number {number}"}})
 
 
-def indexed_ids(home: Path) -> set[str]:
-    connection = open_reader(project_dir(home, CWD).index_path())
-    try:
-        return {row[0] for row in connection.execute("SELECT entry_id FROM entries")}
-    finally:
-        connection.close()
+def assert_every_good_line_indexed(path: Path, home: Path, cwd: str, lines: list[str],
+                                   good: set[str], plan: list[tuple[bool, str]],
+                                   good_line: Callable[[int], str]) -> None:
+    """Write `lines`, then for each (good first?, bad line) of `plan` the pair of
+    ``good_line(number)`` and the bad line in that order, to the session file `path`; index it
+    strictly into `home`: no error is reported, no event set aside, and every good id (`good`
+    and each ``good-<number>``) is in project `cwd`'s index. Shared by the Pi, Claude Code and
+    Codex fuzz tests."""
+    lines, good = list(lines), set(good)
+    for number, (good_first, bad) in enumerate(plan):
+        pair = [good_line(number), bad]
+        lines.extend(pair if good_first else pair[::-1])
+        good.add(f"good-{number}")
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+    with EmbeddedSink(home) as sink:
+        report = ingest_files([path], sink, strict=True)
+    assert report.errors == [] and sink.failures == {}
+    assert good <= entry_ids(home, cwd)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -88,17 +100,8 @@ def test_good_lines_beside_any_bad_lines_are_always_indexed(plan):
     with tempfile.TemporaryDirectory() as scratch:
         folder, home = Path(scratch) / "sessions", Path(scratch) / "home"
         folder.mkdir()
-        lines, good = [HEADER], set()
-        for number, (good_first, bad) in enumerate(plan):
-            pair = [good_line(number), bad] if good_first else [bad, good_line(number)]
-            lines.extend(pair)
-            good.add(f"good-{number}")
-        data = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
-        (folder / "fuzz.jsonl").write_bytes(data)
-        with EmbeddedSink(home) as sink:
-            report = ingest_files([folder / "fuzz.jsonl"], sink, strict=True)
-        assert report.errors == [] and sink.failures == {}
-        assert good <= indexed_ids(home)
+        assert_every_good_line_indexed(folder / "fuzz.jsonl", home, CWD, [HEADER], set(), plan,
+                                       good_line)
 
 
 entry_payloads = st.fixed_dictionaries({
@@ -132,4 +135,4 @@ def test_the_writer_sets_aside_any_event_it_cannot_store(plan):
         last_reset = max((i for i, e in enumerate(events) if e.kind == "reset"), default=-1)
         kept = {e.payload["entry"]["id"] for e in events[last_reset + 1:]
                 if e.kind == "entry" and str(e.payload["entry"].get("id")).startswith("good-")}
-        assert kept <= indexed_ids(home)
+        assert kept <= entry_ids(home, CWD)

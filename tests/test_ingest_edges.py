@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 
 from lookback.freshness import engine_for
-from lookback.index.layout import project_dir
-from lookback.index.store import open_reader
 from lookback.ingest.reader import NotASession, is_rewritten, read_session, session_identity
 from lookback.settings import load_settings
-from tests.support import fixture_path
+from tests.support import entry_ids, fixture_path
 
 V3 = fixture_path("pi-session-v3.jsonl")
 CWD = "/workspace/demo"
@@ -40,20 +38,12 @@ def with_long_line(tmp_path: Path, size: int = 300_000) -> Path:
     return path
 
 
-def entry_ids(home: Path) -> set[str]:
-    connection = open_reader(project_dir(home, CWD).index_path())
-    try:
-        return {row[0] for row in connection.execute("SELECT entry_id FROM entries")}
-    finally:
-        connection.close()
-
-
 def test_lookback_index_honours_max_line_bytes(home, tmp_path):
     path = with_long_line(tmp_path)
     result = lookback(home, "index", "--json", str(path), LOOKBACK_MAX_LINE_BYTES="100000")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["oversized_lines_skipped"] == 1
-    assert "long-1" not in entry_ids(home) and "0000000a" in entry_ids(home)
+    assert "long-1" not in entry_ids(home, CWD) and "0000000a" in entry_ids(home, CWD)
 
 
 def test_the_readers_freshness_engine_honours_max_line_bytes(home, tmp_path):
@@ -65,7 +55,7 @@ def test_the_readers_freshness_engine_honours_max_line_bytes(home, tmp_path):
     finally:
         engine.close()
     assert outcome.state == "indexed"
-    assert "long-1" not in entry_ids(home) and "0000000a" in entry_ids(home)
+    assert "long-1" not in entry_ids(home, CWD) and "0000000a" in entry_ids(home, CWD)
 
 
 def test_a_header_line_still_being_written_is_not_an_error(home, tmp_path):
@@ -77,7 +67,7 @@ def test_a_header_line_still_being_written_is_not_an_error(home, tmp_path):
     assert "not a" not in result.stderr and "still being started" in result.stdout
     path.write_text(V3.read_text())  # the line is complete now: read as usual
     assert lookback(home, "index", str(path)).returncode == 0
-    assert "0000000a" in entry_ids(home)
+    assert "0000000a" in entry_ids(home, CWD)
 
 
 def test_an_empty_new_file_is_not_an_error_either(home, tmp_path):
