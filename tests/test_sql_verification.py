@@ -145,6 +145,32 @@ def test_sql_verification_agrees_with_the_python_matcher_on_real_text():
     assert compared > 500
 
 
+def test_italian_prefix_matches_agree_with_the_python_matcher_on_real_text():
+    """Italian questions (tests/fixtures/semantic_questions.json, both halves: nothing
+    is chosen here) on the fixtures' real messages: the rows FTS5 finds for their
+    keywords' stem prefixes carry the terms the Python matcher finds, prefix forms too."""
+    texts = _fixture_texts()
+    connection = _real_text_index(texts)
+    asked = json.loads((fixture_path("..") / "semantic_questions.json").read_text())
+    questions = [q["question"] for half in ("tuning", "heldout") for q in asked[half]
+                 if q["lang"] == "it"]
+    compared = prefixed = 0
+    for question in questions:
+        searched = Searched.of(extract_terms(question))
+        if searched.query is None:
+            continue
+        prefixed += searched.query.expression.count("*")
+        rows = merge_candidates(connection, searched, [], fts_search(
+            connection, searched.query, Scope(session_id="s"), 40))
+        matcher = TermMatcher(searched.terms)
+        for row in rows:
+            in_sql = {(m.term, m.literal) for m in matches_of(row, searched)}
+            in_python = {(m.term, m.literal) for m in matcher.match(texts[row.rowid - 1])}
+            assert in_sql == in_python, (question[:60], row.rowid)
+            compared += 1
+    assert prefixed > 20 and compared >= 250
+
+
 def test_a_many_term_message_is_ranked_by_its_rarest_phrases_and_fully_verified():
     """Real messages of more than ``SELECTIVE_PHRASES`` phrases: the search runs on the
     rarest ones (fewest rows, message order on ties), and every row it returns still

@@ -301,7 +301,10 @@ def _stamp(connection: apsw.Connection) -> tuple[str, object] | None:
 
 
 def _tokens(phrase: str) -> list[str]:
-    """The tokens of a quoted query phrase, as written (see ``fts_query._phrase``)."""
+    """The tokens of a quoted query phrase, as written (see ``fts_query._phrase``); a
+    prefix phrase's (``"scherm"*``, an Italian keyword's forms) keeps its star."""
+    if phrase.endswith("*"):
+        return [phrase[1:-2].replace('""', '"') + "*"]  # one token (fts_query.form_prefix)
     return phrase[1:-1].replace('""', '"').split(" ")
 
 
@@ -312,9 +315,11 @@ def _token_rows(connection: apsw.Connection, stamp: tuple[str, object] | None, t
     key = None if stamp is None else (*stamp, token.casefold())
     found = None if key is None else _COUNTS.get(key)
     if found is None:
+        prefix = token.endswith("*")  # tokens never hold a star: the tokenizer cuts there
+        word = token[:-1] if prefix else token
         (count,) = connection.execute(
             "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?",
-            ('"' + token.replace('"', '""') + '"',)).fetchone()
+            ('"' + word.replace('"', '""') + '"' + ("*" if prefix else ""),)).fetchone()
         found = (count, token.isascii())
         if key is not None:
             _COUNTS.put(key, found)

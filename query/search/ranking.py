@@ -129,7 +129,8 @@ def topic_parts(matches: list[Match], on_branch: bool,
                 rarity: Mapping[Term, float] | None = None) -> tuple[str, list[tuple[str, float]]]:
     """Tier and the parts that depend only on which terms matched, and how.
 
-    Each distinct matched term (terms of the same stems are one) adds ``TOPIC_POINTS``
+    Each distinct matched term (terms of the same stems are one: ``topic_key``) adds
+    ``TOPIC_POINTS``
     times its ``rarity`` (0..1, see
     ``candidates.rarity``; 1 for a term missing from it), so a word in most entries
     weighs little and the rare word that carries the question decides.
@@ -145,7 +146,7 @@ def topic_parts(matches: list[Match], on_branch: bool,
     distinct: dict[tuple[str, ...], Term] = {}  # one topic per stemmed phrase
     for match in matches:
         term = match.term
-        distinct.setdefault(stemmed_phrase(term.text) or (term.text,), term)
+        distinct.setdefault(topic_key(term), term)
         if not match.literal:
             continue
         kind = term.kind
@@ -180,6 +181,15 @@ def topic_parts(matches: list[Match], on_branch: bool,
             count = len(found)
             parts.append((label if count == 1 else f"{label} ×{count}", points * count))
     return tier, parts
+
+
+def topic_key(term: Term) -> tuple[str, ...]:
+    """What makes terms one topic: an Italian keyword's Snowball stem (``Term.stem``),
+    else the term's Porter stems (``schermata`` and ``schermate``, ``messages`` and
+    ``Message``, are one)."""
+    if term.stem is not None:
+        return (term.stem,)
+    return stemmed_phrase(term.text) or (term.text,)
 
 
 def row_parts(row: Row) -> list[tuple[str, float]]:

@@ -63,7 +63,7 @@ from lookback.query.search.reader import IndexReader, NotIndexed
 from lookback.query.search.request import RetrievalRequest
 from lookback.query.semantic.hybrid import add_semantic
 from lookback.query.text.dates import TimeSpan, time_spans
-from lookback.query.text.fts_query import FtsQuery, compile_query, folded_phrase
+from lookback.query.text.fts_query import FtsQuery, compile_query, folded_phrase, form_prefix
 from lookback.query.text.matching import Match, PhraseFinder, find_literal
 from lookback.query.text.terms import QueryTerms, Term, extract_terms
 
@@ -460,7 +460,8 @@ def first_position(text: str, matches: list[Match]) -> int:
         if found is not None:
             positions.append(found)
     if not positions:  # matched only in other forms (stems): look for those
-        forms = (finder.find_form(folded_phrase(m.term.text)) for m in matches if not m.literal)
+        forms = (finder.find_form(folded_phrase(m.term.text), form_prefix(m.term))
+                 for m in matches if not m.literal)
         positions = [found for found in forms if found is not None]
     return min(positions, default=0)
 

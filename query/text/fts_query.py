@@ -15,6 +15,13 @@ adds Porter stemming to those words (``FTS_TOKENIZE``), and FTS5 stems a query's
 strings the same way, so a quoted keyword matches its word forms; ``stemmed_tokens``
 gives those stems, for finding a form match in a text.
 
+Porter knows English only. A keyword with an Italian stem (``Term.stem``, see
+``query.text.forms``) becomes an FTS5 *prefix* string instead, ``"scherm"*``: the
+part its Snowball stem shares with its own Porter token, which FTS5 stems again and
+matches against the start of every token the index holds (``form_prefix``; the star
+is the only syntax, outside the quotes). So ``schermate`` finds ``schermata`` and
+``schermate``, ``sessione`` finds ``sessioni`` and ``sessions``, without a reindex.
+
 Each phrase of the ``OR`` expression is numbered (FTS5 numbers them left to right);
 ``FtsQuery.term_phrases`` says which phrase stands for which term, so a row's
 matching phrases (``query.search.candidates``) tell which terms it matches.
@@ -22,6 +29,7 @@ matching phrases (``query.search.candidates``) tell which terms it matches.
 
 from __future__ import annotations
 
+import os.path
 import shlex
 import threading
 from dataclasses import dataclass
@@ -30,7 +38,8 @@ from functools import lru_cache
 import apsw
 
 from lookback.index.schema import FTS_TOKENIZE, WORD_TOKENIZE
-from lookback.query.text.terms import MAX_TERMS, QueryTerms
+from lookback.query.text.forms import MIN_STEM_CHARS
+from lookback.query.text.terms import MAX_TERMS, QueryTerms, Term
 
 #: A term is at most ``terms.MAX_TERM_CHARS`` (200) characters, so at most 100 tokens:
 #: no term's phrase is ever cut, and a phrase hit is a hit of the whole term.
@@ -125,6 +134,46 @@ def _phrase(text: str) -> str | None:
     return quote_fts_string(" ".join(tokens))
 
 
+@lru_cache(maxsize=4096)
+def _prefix_of(text: str, stem: str) -> tuple[str, str] | None:
+    own = stemmed_tokens(text)
+    if len(own) != 1 or len(folded_tokens(text)) != 1:
+        return None  # a keyword is one token; anything else matches as written
+    written = os.path.commonprefix([stem, own[0]])
+    if len(written) < MIN_STEM_CHARS:
+        return None
+    searched = _STEMMER.spans(written, apsw.FTS5_TOKENIZE_QUERY | apsw.FTS5_TOKENIZE_PREFIX)
+    if len(searched) != 1 or not own[0].startswith(searched[0][2]):
+        return None  # Porter would turn the prefix into one the word itself lacks
+    return written, searched[0][2]
+
+
+def form_prefix(term: Term) -> str | None:
+    """The start of the index tokens an Italian keyword's forms match, if it has one.
+
+    The term's Snowball stem, cut to what it shares with the word's own Porter token
+    and then stemmed by Porter as FTS5 stems a prefix query, so every row FTS5 finds
+    for the term's prefix string holds a token starting with it, the word's own
+    token among them. None: the term has no stem, or no prefix that is safe.
+
+    >>> from lookback.query.text.terms import Term
+    >>> form_prefix(Term("schermate", "keyword", "scherm"))
+    'scherm'
+    """
+    if term.stem is None:
+        return None
+    found = _prefix_of(term.text, term.stem)
+    return None if found is None else found[1]
+
+
+def _term_string(term: Term) -> str | None:
+    if term.stem is not None:
+        found = _prefix_of(term.text, term.stem)
+        if found is not None:
+            return quote_fts_string(found[0]) + "*"
+    return _phrase(term.text)
+
+
 @dataclass(frozen=True)
 class FtsQuery:
     """An ``OR`` of quoted phrases, and which phrase each term of the query became."""
@@ -146,7 +195,7 @@ def compile_query(terms: QueryTerms, max_terms: int = MAX_TERMS) -> FtsQuery | N
     numbers: dict[str, int] = {}
     term_phrases: list[int | None] = []
     for term in terms:
-        string = _phrase(term.text)
+        string = _term_string(term)
         key = string.casefold() if string is not None else None
         if key is not None and key not in numbers and len(phrases) < max_terms:
             numbers[key] = len(phrases)

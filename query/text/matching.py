@@ -13,9 +13,11 @@ Two kinds of match:
 * **folded** — the term's words in order, ignoring case, accents and punctuation
   between them, on word boundaries, each word or one of its forms (the same Porter
   stem): what FTS5 itself matches (``config`` matches ``Config.`` but not
-  ``configuration``; ``reminder`` matches ``reminded``). Keywords and technologies
-  match this way; a literal term not found literally may still match this way,
-  which counts as an FTS term match.
+  ``configuration``; ``reminder`` matches ``reminded``). A keyword with an Italian
+  stem also matches a word whose Porter token starts with its form prefix
+  (``fts_query.form_prefix``: ``schermate`` matches ``schermata``). Keywords and
+  technologies match this way; a literal term not found literally may still match
+  this way, which counts as an FTS term match.
 
 Retrieval verifies inside SQL (``query.search.candidates``): folded matches are the
 phrases FTS5 itself matched, literal matches use ``find_literal`` on the rows that
@@ -32,7 +34,12 @@ from typing import NamedTuple
 
 import regex
 
-from lookback.query.text.fts_query import stemmed_phrase, stemmed_spans, token_spans
+from lookback.query.text.fts_query import (
+    form_prefix,
+    stemmed_phrase,
+    stemmed_spans,
+    token_spans,
+)
 from lookback.query.text.normalize import WORD_CHARS, FoldedText, find_bounded, fold
 from lookback.query.text.terms import QueryTerms, Term
 
@@ -159,21 +166,32 @@ class PhraseFinder:
             found = _find_in_spans(self.text, self._spans, tokens, self._words)
         return found
 
-    def find_form(self, tokens: Sequence[str]) -> int | None:
-        """Where the same words occur in another form (their Porter stems), if anywhere.
+    def find_form(self, tokens: Sequence[str], prefix: str | None = None) -> int | None:
+        """Where the same words occur in another form (their Porter stems), if anywhere;
+        with ``prefix`` (an Italian keyword's ``form_prefix``), also a word whose
+        Porter token starts with it.
 
         >>> PhraseFinder("she reminded me").find_form(["reminder"])
+        4
+        >>> PhraseFinder("tre schermata").find_form(["schermate"], "scherm")
         4
         """
         stems = stemmed_phrase(" ".join(tokens))
         if not stems:
             return None
-        if len(stems) == 1 and self._lowered is not None and self.text.isascii():
+        if prefix is None and len(stems) == 1 and self._lowered is not None \
+                and self.text.isascii():
             return _find_form_lowered(self._lowered, stems[0])
         if self._stems is None:
             self._stems = stemmed_spans(self.text)
             self._stem_words = [token for _, _, token in self._stems]
-        return _find_in_spans(self.text, self._stems, stems, self._stem_words)
+        found = _find_in_spans(self.text, self._stems, stems, self._stem_words)
+        if found is None and prefix is not None:
+            for index, word in enumerate(self._stem_words):
+                if word.startswith(prefix):
+                    data = self.text.encode("utf-8", "replace")
+                    return len(data[:self._stems[index][0]].decode("utf-8", "replace"))
+        return found
 
 
 def find_phrase(text: str, tokens: Sequence[str]) -> int | None:
@@ -244,7 +262,7 @@ class TermMatcher:
                 matches.append(Match(term, folded.original_position(position), False))
                 continue
             forms = forms or PhraseFinder(text)
-            position = forms.find_form(pattern.tokens)
+            position = forms.find_form(pattern.tokens, form_prefix(term))
             if position is not None:
                 matches.append(Match(term, position, False))
         return matches

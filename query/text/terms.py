@@ -17,8 +17,11 @@ kind            examples                                                    sear
 ==============  ==========================================================  ==========
 
 "literal" terms are searched case-sensitively as written; "folded" terms ignore case
-and accents. The message and the terms are never rewritten: folding is only used to
-decide whether a word is a stopword.
+and accents, and match their word forms: Porter's English stems in the index, and
+for a keyword of an Italian message (more Italian grammar words than English ones)
+its Snowball Italian stem as well (``Term.stem``, ``query.text.forms``). The message
+and the terms are never rewritten: folding is only used to decide whether a word is
+a stopword.
 
 Extraction runs in passes, most specific first; each pass blanks out what it took so
 later passes do not take pieces of it again (``parse_config`` does not also yield the
@@ -36,6 +39,7 @@ from typing import Any, Protocol
 import regex
 
 from lookback.query.text.dates import date_spans
+from lookback.query.text.forms import ITALIAN, italian_stem, message_language
 from lookback.query.text.normalize import fold
 from lookback.query.text.stopwords import is_stopword, is_technology
 
@@ -45,6 +49,8 @@ MAX_SCAN_CHARS = 100_000
 MAX_TERM_CHARS = 200
 #: Keep at most this many terms, most specific kinds first.
 MAX_TERMS = 32
+#: The message's language is told from its grammar words among this many characters.
+LANGUAGE_SCAN_CHARS = 4_000
 
 IDENTIFIER = "identifier"
 PATH = "path"
@@ -68,10 +74,16 @@ ERROR_KINDS = frozenset({ERROR})
 
 @dataclass(frozen=True)
 class Term:
-    """One search term: its text exactly as the user wrote it, and its kind."""
+    """One search term: its text exactly as the user wrote it, and its kind.
+
+    ``stem``: a keyword of an Italian message, its Snowball Italian stem
+    (``query.text.forms``): its forms are searched by that prefix, and the terms of
+    one stem are one topic. None for every other term.
+    """
 
     text: str
     kind: str
+    stem: str | None = None
 
     @property
     def is_literal(self) -> bool:
@@ -516,6 +528,8 @@ def extract_terms(message: str) -> QueryTerms:
             scanner.take(pattern, classify)
     rank = {kind: index for index, kind in enumerate(KIND_ORDER)}
     ordered = sorted(scanner.found, key=lambda found: (rank[found.kind], found.position))
+    italian = any(found.kind == KEYWORD for found in ordered) and message_language(
+        _WORD.findall(message[:LANGUAGE_SCAN_CHARS])) == ITALIAN
     terms: list[Term] = []
     seen: set[tuple[str, str]] = set()
     for found in ordered:
@@ -524,7 +538,8 @@ def extract_terms(message: str) -> QueryTerms:
         if not text or key in seen:
             continue
         seen.add(key)
-        terms.append(Term(text, found.kind))
+        stem = italian_stem(text) if italian and found.kind == KEYWORD else None
+        terms.append(Term(text, found.kind, stem))
         if len(terms) == MAX_TERMS:
             break
     return QueryTerms(tuple(terms))
