@@ -1,9 +1,17 @@
 """The public Python API: one request/response contract for every caller.
 
-``retrieve`` is what the CLI (``lookback retrieve``), the HTTP service and a Python
-caller all use. It fails open in the sense the agent needs: a bad request is a
-``RequestError``; anything else wrong with the index answers a status
-(``not-indexed``, ``disabled``), never an exception.
+``retrieve``, ``search`` and ``source`` take a request (a dict, decoded here, or an
+already decoded struct of ``lookback.query.search.request``) and return the answer as
+the JSON's dicts and lists, exactly what ``lookback serve`` sends. ``retrieve_answer``,
+``search_answer`` and ``source_answer`` return the same answers as the typed, frozen
+structs of ``lookback.query.search.answers`` (``RetrieveAnswer``, ``SearchAnswer``,
+``SourceAnswer``): what the HTTP reader and the CLI encode, once, and what a caller that
+wants attributes and type checking uses. ``answer_dict(answer)`` turns one into the
+other.
+
+They fail open in the sense the agent needs: a bad request is a ``RequestError``;
+anything else wrong with the index answers a status (``not-indexed``, ``disabled``),
+never an exception.
 """
 
 from __future__ import annotations
@@ -16,6 +24,12 @@ from typing import Any
 
 from lookback.ingest.reader import NotASession
 from lookback.query.privacy.policy import PrivacyPolicy
+from lookback.query.search.answers import (
+    RetrieveAnswer,
+    SearchAnswer,
+    SourceAnswer,
+    answer_dict,
+)
 from lookback.query.search.history import HistorySearch
 from lookback.query.search.reader import IndexReader
 from lookback.query.search.request import (
@@ -30,7 +44,9 @@ from lookback.query.search.request import (
 from lookback.query.search.retrieve import Retriever
 from lookback.settings import Privacy, Settings, load_settings
 
-__all__ = ["RequestError", "health", "retrieve", "search", "source"]
+__all__ = ["RequestError", "RetrieveAnswer", "SearchAnswer", "SourceAnswer", "answer_dict",
+           "health", "retrieve", "retrieve_answer", "search", "search_answer", "source",
+           "source_answer"]
 
 _readers: dict[tuple[Path, str], IndexReader] = {}
 _readers_lock = threading.Lock()
@@ -78,8 +94,9 @@ def _bad_session_file() -> Iterator[None]:
                            "not-a-session") from None
 
 
-def retrieve(request: dict[str, Any] | RetrievalRequest, *, settings: Settings | None = None,
-             reader: IndexReader | None = None) -> dict[str, Any]:
+def retrieve_answer(request: dict[str, Any] | RetrievalRequest, *,
+                    settings: Settings | None = None,
+                    reader: IndexReader | None = None) -> RetrieveAnswer:
     """Evidence for the latest real user message of ``request`` (the contract: docs/design.md;
     a dict is decoded here, a decoded request — the HTTP reader's — is used as it is)."""
     settings = settings or load_settings()
@@ -91,8 +108,8 @@ def retrieve(request: dict[str, Any] | RetrievalRequest, *, settings: Settings |
         return Retriever(reader, privacy_policy(settings), embedder=embedder).retrieve(parsed)
 
 
-def search(request: dict[str, Any] | SearchRequest, *, settings: Settings | None = None,
-           reader: IndexReader | None = None) -> dict[str, Any]:
+def search_answer(request: dict[str, Any] | SearchRequest, *, settings: Settings | None = None,
+                  reader: IndexReader | None = None) -> SearchAnswer:
     """Explicit history search with a chosen scope (branch, session or project)."""
     settings = settings or load_settings()
     parsed = request if isinstance(request, SearchRequest) else parse_search(request)
@@ -101,14 +118,32 @@ def search(request: dict[str, Any] | SearchRequest, *, settings: Settings | None
         return HistorySearch(reader, privacy_policy(settings)).search(parsed)
 
 
-def source(request: dict[str, Any] | SourceRequest, *, settings: Settings | None = None,
-           reader: IndexReader | None = None) -> dict[str, Any]:
+def source_answer(request: dict[str, Any] | SourceRequest, *, settings: Settings | None = None,
+                  reader: IndexReader | None = None) -> SourceAnswer:
     """One entry's full indexed text, by session and entry id."""
     settings = settings or load_settings()
     parsed = request if isinstance(request, SourceRequest) else parse_source(request)
     reader = reader or default_reader(settings)
     with _bad_session_file():
         return HistorySearch(reader, privacy_policy(settings)).source(parsed)
+
+
+def retrieve(request: dict[str, Any] | RetrievalRequest, *, settings: Settings | None = None,
+             reader: IndexReader | None = None) -> dict[str, Any]:
+    """``retrieve_answer`` as the JSON's dicts (new ones each call: change them freely)."""
+    return answer_dict(retrieve_answer(request, settings=settings, reader=reader))
+
+
+def search(request: dict[str, Any] | SearchRequest, *, settings: Settings | None = None,
+           reader: IndexReader | None = None) -> dict[str, Any]:
+    """``search_answer`` as the JSON's dicts."""
+    return answer_dict(search_answer(request, settings=settings, reader=reader))
+
+
+def source(request: dict[str, Any] | SourceRequest, *, settings: Settings | None = None,
+           reader: IndexReader | None = None) -> dict[str, Any]:
+    """``source_answer`` as the JSON's dicts."""
+    return answer_dict(source_answer(request, settings=settings, reader=reader))
 
 
 def health(settings: Settings | None = None) -> dict[str, Any]:

@@ -62,6 +62,7 @@ from lookback.ingest.reader import (
 from lookback.ingest.scan import PathProblem, configured_roots
 from lookback.ingest.storable import escape_surrogates
 from lookback.ingest.watch import Stamp, Watcher, file_stamp
+from lookback.query.search.answers import Diagnostics, FreshnessOutcome, RetrieveAnswer
 from lookback.settings import Freshness, Watch
 
 log = logging.getLogger("lookback.freshness")
@@ -80,12 +81,6 @@ class Outcome:
     state: str  # fresh | indexed | pending | rewrite-pending | busy | missing | refused | error
     ms: float = 0.0
     entries: int = 0
-
-    def diagnostics(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"state": self.state, "ms": round(self.ms, 3)}
-        if self.entries:
-            found["entries"] = self.entries
-        return found
 
     @property
     def warning(self) -> str | None:
@@ -461,21 +456,21 @@ def refresh(engine: FreshnessEngine | None, body: Any, ref: Any = None) -> Outco
     return engine.ensure(session_file)
 
 
-def annotate(response: dict[str, Any], outcome: Outcome | None) -> dict[str, Any]:
+def annotate(response: RetrieveAnswer, outcome: Outcome | None) -> RetrieveAnswer:
     """Add the freshness outcome (and its warning) to a response's diagnostics."""
-    if outcome is None or not isinstance(response, dict):
+    if outcome is None:
         return response
-    diagnostics = response.setdefault("diagnostics", {})
-    if isinstance(diagnostics, dict):
-        diagnostics["freshness"] = outcome.diagnostics()
-        if outcome.warning:
-            diagnostics.setdefault("warnings", []).append(outcome.warning)
+    diagnostics = response.diagnostics
+    diagnostics.freshness = FreshnessOutcome(state=outcome.state, ms=round(outcome.ms, 3),
+                                             entries=outcome.entries)
+    if outcome.warning:
+        diagnostics.warn(outcome.warning)
     return response
 
 
-def rewrite_pending_answer(outcome: Outcome) -> dict[str, Any]:
+def rewrite_pending_answer(outcome: Outcome) -> RetrieveAnswer:
     """The retrieve answer while a rewritten file is being re-indexed: no evidence, since
     every indexed id may be one the client no longer has."""
-    return annotate({"status": "not-indexed", "query": {}, "evidence": [],
-                     "retrieved_event_ids": [], "excluded": [],
-                     "diagnostics": {"warnings": []}}, outcome)
+    return annotate(RetrieveAnswer(status="not-indexed", query={}, evidence=[],
+                                   retrieved_event_ids=[], excluded=[],
+                                   diagnostics=Diagnostics()), outcome)

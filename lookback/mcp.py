@@ -28,14 +28,16 @@ This module (the tools' logic and text, the HTTP guard) needs no SDK;
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 import orjson
 
 from lookback.errors import UserError
 from lookback.index.layout import find_project
 from lookback.index.status import recent_sessions
 from lookback.query.context.evidence import envelope
+from lookback.query.search.answers import SearchAnswer, SourceAnswer, SourceEntry, Withheld
 from lookback.server.app import ReaderApp
 from lookback.server.errors import ApiError
 from lookback.server.guard import Guard
@@ -67,6 +69,9 @@ MAX_LIMIT, DEFAULT_LIMIT = 50, 8
 MAX_NEIGHBOURS, DEFAULT_NEIGHBOURS = 10, 2
 #: Latest sessions per project ``lookback_status`` reports the lag of.
 STATUS_SESSIONS = 3
+
+
+Answer = TypeVar("Answer", SearchAnswer, SourceAnswer, dict)
 
 
 class ToolRefused(UserError):
@@ -107,20 +112,18 @@ class HistoryTools:
                provider: str | None = None) -> str:
         body = {"text": query, "scope": scope, "max_results": limit,
                 **self._session(session_file, project, session_id)}
-        answer = self._call("POST", "/v1/search", authorization, body, provider)
-        status = answer.get("status")
-        if status != "ok":
-            return _not_ok(status, answer)
-        results = answer.get("results") or []
+        answer = self._call("POST", "/v1/search", authorization, body, provider, SearchAnswer)
+        if answer.status != "ok":
+            return _not_ok(answer.status, answer.warnings or [])
+        results = answer.results
         parts = [f"{len(results)} result{'s' if len(results) != 1 else ''} "
-                 f"({answer.get('scope')} scope)."]
+                 f"({answer.scope} scope)."]
         for item in results:
-            parts.append(envelope(session_id=item["session_id"], entry_id=item["entry_id"],
-                                  timestamp=item.get("timestamp"), role=item.get("role"),
-                                  score=float(item.get("score") or 0),
-                                  reasons=list(item.get("reasons") or []),
-                                  quoted=item.get("excerpt") or ""))
-        parts.extend(_withheld(answer))
+            parts.append(envelope(session_id=item.session_id, entry_id=item.entry_id,
+                                  timestamp=item.timestamp, role=item.role,
+                                  score=float(item.score), reasons=list(item.reasons),
+                                  quoted=item.excerpt))
+        parts.extend(_withheld(answer.excluded))
         return "\n\n".join(parts)
 
     def read(self, authorization: str | None, *, entry_id: str, session_id: str | None = None,
@@ -132,27 +135,25 @@ class HistoryTools:
             raise ToolRefused("name the entry's session: session_id (from a history_search "
                               "result) or session_file")
         body = {"entry_id": entry_id, "before": before, "after": after, **names}
-        answer = self._call("POST", "/v1/source", authorization, body, provider)
-        status = answer.get("status")
-        if status not in ("ok", "withheld"):
-            return _not_ok(status, answer)
-        own = answer.get("entry")
+        answer = self._call("POST", "/v1/source", authorization, body, provider, SourceAnswer)
+        if answer.status not in ("ok", "withheld"):
+            return _not_ok(answer.status, answer.warnings or [])
+        own = answer.entry or None
         parts: list[str] = []
-        for position, item in _in_order(answer.get("before") or [], own,
-                                        answer.get("after") or []):
+        for position, item in _in_order(answer.before or [], own, answer.after or []):
             reason = ("the entry asked for" if position == 0 else
                       f"{abs(position)} {'before' if position < 0 else 'after'} entry {entry_id}")
-            parts.append(envelope(session_id=item["session_id"], entry_id=item["entry_id"],
-                                  timestamp=item.get("timestamp"), role=item.get("role"),
+            parts.append(envelope(session_id=item.session_id, entry_id=item.entry_id,
+                                  timestamp=item.timestamp, role=item.role,
                                   score=0.0, reasons=[f"read by id: {reason}"],
-                                  quoted=item.get("excerpt") or ""))
+                                  quoted=item.excerpt))
         if own is None:
             parts.insert(0, "The entry asked for is withheld by the privacy policy.")
-        parts.extend(_withheld(answer))
+        parts.extend(_withheld(answer.excluded or []))
         return "\n\n".join(parts)
 
     def status(self, authorization: str | None) -> str:
-        answer = self._call("GET", "/v1/health", authorization, None, None)
+        answer = self._call("GET", "/v1/health", authorization, None, None, dict)
         projects = [p for p in answer.get("projects") or [] if isinstance(p, dict)]
         lines = [f"{len(projects)} indexed project{'s' if len(projects) != 1 else ''} "
                  f"({answer.get('mode')} mode)."]
@@ -181,15 +182,18 @@ class HistoryTools:
         return names
 
     def _call(self, method: str, path: str, authorization: str | None, body: dict | None,
-              provider: str | None) -> dict[str, Any]:
+              provider: str | None, kind: type[Answer]) -> Answer:
+        """The endpoint's answer decoded once, into ``kind`` (the contract's struct)."""
         if body is not None:
             body["provider"] = provider or self.provider
             body = {key: value for key, value in body.items() if value is not None}
         raw = orjson.dumps(body) if body is not None else b""
         status, payload, _ = self.app.handle(method, path, authorization, raw)
+        if status == 200:
+            if isinstance(payload, bytes | bytearray):
+                return msgspec.json.decode(payload, type=kind)
+            return msgspec.convert(payload, kind)
         answer = orjson.loads(payload) if isinstance(payload, bytes | bytearray) else payload
-        if status == 200 and isinstance(answer, dict):
-            return answer
         error = (answer or {}).get("error") if isinstance(answer, dict) else None
         code = error.get("code") if isinstance(error, dict) else None
         if status in (401, 403):
@@ -209,8 +213,8 @@ class HistoryTools:
             return []
 
 
-def _in_order(before: list[dict], own: dict | None,
-              after: list[dict]) -> list[tuple[int, dict]]:
+def _in_order(before: list[SourceEntry], own: SourceEntry | None,
+              after: list[SourceEntry]) -> list[tuple[int, SourceEntry]]:
     ordered = [(index - len(before), item) for index, item in enumerate(before)]
     if own is not None:
         ordered.append((0, own))
@@ -218,19 +222,17 @@ def _in_order(before: list[dict], own: dict | None,
     return ordered
 
 
-def _not_ok(status: Any, answer: dict) -> str:
+def _not_ok(status: str, warnings: list[str]) -> str:
     if status == "no-query":
         return "The query has no searchable terms: name an identifier, a phrase or words."
     if status == "not-indexed":
         return "Not indexed: Lookback has no index of that session or project yet."
     if status == "not-found":
         return "No such entry in that session's index."
-    warnings = answer.get("warnings") or []
     return f"Unavailable ({status}): " + ("; ".join(str(w) for w in warnings) or "try again")
 
 
-def _withheld(answer: dict) -> list[str]:
-    excluded = answer.get("excluded") or []
+def _withheld(excluded: list[Withheld]) -> list[str]:
     if not excluded:
         return []
     return [f"{len(excluded)} more withheld by the privacy policy for this client's provider."]

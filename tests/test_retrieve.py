@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from lookback.api import RequestError, retrieve
 from lookback.index.tree import branch, context_entries
-from lookback.query.context import decide_for_answer
+from lookback.query.context import decide_for_answer, estimate_message_tokens
 from lookback.query.context.evidence import FOOTER, HEADER
+from lookback.query.search import RetrieveAnswer
 from lookback.query.search.reader import IndexReader
 from lookback.query.search.request import parse_request
 from lookback.settings import load_settings
@@ -331,14 +333,17 @@ def test_excerpts_shrink_to_the_remaining_budget_in_rank_order(home, ask, tmp_pa
     assert [e["entry_id"] for e in both["evidence"]] == ["m0", "m2"]
     assert sum(e["tokens"] for e in both["evidence"]) <= whole[0]["tokens"] + whole[1][
         "tokens"] - 100
-    # The planner counts each message as the retriever did: with the same budget it
-    # keeps every source the retriever fitted, the tightest budgets included.
+    # The planner counts each message as the retriever did (an item's tokens are its
+    # message's estimate): with the same budget it keeps every source the retriever
+    # fitted, the tightest budgets included.
     for budget in range(whole[1]["tokens"], whole[0]["tokens"] + whole[1]["tokens"], 97):
-        fitted = answer(budget)["evidence"]
-        plan = decide_for_answer({"status": "ok", "evidence": fitted}, parse_request({
+        fitted = answer(budget)
+        assert all(e["tokens"] == estimate_message_tokens(e["message"])
+                   for e in fitted["evidence"])
+        plan = decide_for_answer(msgspec.convert(fitted, RetrieveAnswer), parse_request({
             "session_file": str(session), "message": "x", "max_retrieved_history_tokens":
             budget, "plan": {"kinds": ["user"], "tokens": [5]}}).plan)
-        assert plan is None if not fitted else plan["excluded"] == [], budget
+        assert plan is None if not fitted["evidence"] else plan.excluded == [], budget
 
 
 def test_a_fake_end_marker_in_the_text_stays_inside_the_json_string(home, ask, tmp_path):

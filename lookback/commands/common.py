@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lookback.query.search.answers import encode_answer
 from lookback.settings import Settings, load_settings
 
 
@@ -33,6 +34,15 @@ def load(args: argparse.Namespace, **overrides: Any) -> Settings:
         overrides["home"] = str(Path(args.home).expanduser())
         environ["LOOKBACK_HOME"] = overrides["home"]
     return load_settings(overrides, environ)
+
+
+def print_answer(answer: Any, *, pretty: bool = False) -> None:
+    """Print an answer of the wire contract as its JSON (indented with ``pretty``): the
+    same bytes ``lookback serve`` sends, encoded once."""
+    import msgspec
+
+    encoded = encode_answer(answer)
+    print((msgspec.json.format(encoded, indent=2) if pretty else encoded).decode("utf-8"))
 
 
 def progress_printer(total: int) -> Callable[[Path, Any], None]:

@@ -10,8 +10,8 @@ import argparse
 import json
 import sys
 
-from lookback.api import RequestError, retrieve
-from lookback.commands.common import add_command, load
+from lookback.api import RequestError, retrieve_answer
+from lookback.commands.common import add_command, load, print_answer
 from lookback.query.search.request import check_depth
 
 MAX_STDIN_BYTES = 64 * 1024 * 1024
@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
         except RecursionError:
             raise RequestError("the request is nested too deeply") from None
         check_depth(request)
-        response = retrieve(request, settings=settings)
+        response = retrieve_answer(request, settings=settings)
     except RequestError as error:
         print(json.dumps(error.to_dict()))
         return 2
-    print(json.dumps(response, ensure_ascii=False, indent=2 if args.pretty else None))
+    print_answer(response, pretty=args.pretty)
     return 0

@@ -7,8 +7,8 @@ import json
 import os
 import sys
 
-from lookback.api import RequestError, search
-from lookback.commands.common import add_command, load
+from lookback.api import RequestError, SearchAnswer, search_answer
+from lookback.commands.common import add_command, load, print_answer
 
 SUMMARY = "search a session's history (branch, session or project scope)"
 DESCRIPTION = """Search earlier entries with the same extraction and ranking as automatic
@@ -38,25 +38,25 @@ def run(args: argparse.Namespace) -> int:
                "provider": args.provider,
                "session_file": os.path.abspath(args.session_file) if args.session_file else None}
     try:
-        response = search(request, settings=settings)
+        response = search_answer(request, settings=settings)
     except RequestError as error:
         print(json.dumps(error.to_dict()))
         return 2
     if args.json or not sys.stdout.isatty():
-        print(json.dumps(response, ensure_ascii=False, indent=2))
+        print_answer(response, pretty=True)
         return 0
     _table(response)
     return 0
 
 
-def _table(response: dict) -> None:
-    if response["status"] != "ok":
-        print(f"status: {response['status']}")
+def _table(response: SearchAnswer) -> None:
+    if response.status != "ok":
+        print(f"status: {response.status}")
         return
-    print(f"{len(response['results'])} results ({response['scope']} scope)")
-    for result in response["results"]:
-        snippet = " ".join(result["excerpt"].split())[:100]
-        print(f"{result['score']:>7.2f}  {result['tier']:<10} {result['role'] or '-':<10} "
-              f"{result['entry_id']:<10} {snippet}")
-    if response.get("excluded"):
-        print(f"{len(response['excluded'])} withheld by the privacy policy")
+    print(f"{len(response.results)} results ({response.scope} scope)")
+    for result in response.results:
+        snippet = " ".join(result.excerpt.split())[:100]
+        print(f"{result.score:>7.2f}  {result.tier:<10} {result.role or '-':<10} "
+              f"{result.entry_id:<10} {snippet}")
+    if response.excluded:
+        print(f"{len(response.excluded)} withheld by the privacy policy")

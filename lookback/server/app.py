@@ -38,6 +38,12 @@ from lookback.errors import LookbackError
 from lookback.index.layout import find_project
 from lookback.query.context.manifest import ManifestStore, retrieval_record
 from lookback.query.context.planner import decide_for_answer, decide_request
+from lookback.query.search.answers import (
+    PlanAnswer,
+    RetrieveAnswer,
+    answer_dict,
+    encode_answer,
+)
 from lookback.query.search.request import (
     MAX_DEPTH,
     Named,
@@ -202,7 +208,8 @@ class ReaderApp:
         ref = self._authorize(parsed.names, grant)
         fresh = freshness.refresh(self.freshness, body, ref)
         if fresh is not None and fresh.state == "rewrite-pending":
-            return 200, freshness.rewrite_pending_answer(fresh), {"outcome": "not-indexed"}
+            return 200, encode_answer(freshness.rewrite_pending_answer(fresh)), {
+                "outcome": "not-indexed"}
         asked = pinned(parsed, ref)
         mark = watermark(self.reader, ref) if ref is not None else None
         times: tuple[tuple[int, int], ...]  # the intervals the message's times resolve to
@@ -216,73 +223,81 @@ class ReaderApp:
         key = (encode_request(asked), mark, times) if mark and self.cache.size else None
         cached = self.cache.get(key) if key else None
         if cached is None:
-            response = self.call(self.engine.retrieve, answered, settings=self.settings,
-                                 reader=self.reader)
+            response: RetrieveAnswer = self.call(self.engine.retrieve_answer, answered,
+                                                 settings=self.settings, reader=self.reader)
             plan = decide_for_answer(response, parsed.plan)
             if plan is not None:  # the planner's decision rides along (no second call)
-                response["plan"] = plan
-            encoded = encode(freshness.annotate(response, fresh))
-            if key and response.get("status") in ("ok", "no-query"):
+                response.plan = plan
+            freshness.annotate(response, fresh)
+            encoded = encode_answer(response)  # the one encoding of this answer
+            if key and response.status in ("ok", "no-query"):
                 self.cache.put(key, (encoded, response))
         else:
             encoded, response = cached
         latency_ms = (time.perf_counter() - started) * 1000
         self._record_retrieval(ref, parsed, response, latency_ms, cached is not None)
-        if isinstance(response.get("plan"), dict):
-            self._record_plan(response["evidence"], response["plan"], grant)
+        if isinstance(response.plan, PlanAnswer):
+            self._record_plan({item.session_id for item in response.evidence}, response.plan,
+                              grant)
         fields = _counts(response)
         fields["cache"] = "hit" if cached is not None else ("miss" if key else "off")
         return 200, encoded, fields
 
-    def _record_retrieval(self, ref: Any, parsed: Any, response: dict, latency_ms: float,
-                          cached: bool) -> None:
+    def _record_retrieval(self, ref: Any, parsed: Any, response: RetrieveAnswer,
+                          latency_ms: float, cached: bool) -> None:
         session_id = ref.session_id if ref is not None else parsed.session_id
         if not session_id:
             return
         project = ref.project.name if ref is not None else None
-        record = retrieval_record(response, session_id=session_id, project=project,
-                                  leaf_id=parsed.leaf_id, latency_ms=latency_ms,
-                                  cached=cached)
-        self.manifests.submit(lambda: self.manifests.store.add(record))
+        leaf_id = parsed.leaf_id
+
+        def write() -> None:  # on the manifest thread: the record is built there too
+            record = retrieval_record(answer_dict(response), session_id=session_id,
+                                      project=project, leaf_id=leaf_id,
+                                      latency_ms=latency_ms, cached=cached)
+            self.manifests.store.add(record)
+
+        self.manifests.submit(write)
 
     def search(self, body: dict, grant: frozenset[str] | None) -> Reply:
         parsed = parse_search(body)  # a project alone: its latest session
         ref = self._authorize(parsed.names, grant)
         freshness.refresh(self.freshness, body, ref)  # the live leaf is searchable too
-        response = self.call(self.engine.search, pinned(parsed, ref), settings=self.settings,
-                             reader=self.reader)
-        return 200, response, {"results": len(response.get("results") or [])}
+        response = self.call(self.engine.search_answer, pinned(parsed, ref),
+                             settings=self.settings, reader=self.reader)
+        return 200, encode_answer(response), {"results": len(response.results)}
 
     def source(self, body: dict, grant: frozenset[str] | None) -> Reply:
         parsed = parse_source(body)
         ref = self._authorize(parsed.names, grant)
         freshness.refresh(self.freshness, body, ref)
-        response = self.call(self.engine.source, pinned(parsed, ref), settings=self.settings,
-                             reader=self.reader)
-        return 200, response, {}
+        response = self.call(self.engine.source_answer, pinned(parsed, ref),
+                             settings=self.settings, reader=self.reader)
+        return 200, encode_answer(response), {}
 
     def plan(self, body: dict, grant: frozenset[str] | None) -> Reply:
         """The planner's decision from kinds and token counts (no conversation text):
         see ``lookback.query.context.planner.decide``; the client applies it."""
         request = parse_plan(body, self.settings.retrieval.max_retrieved_history_tokens)
         result = decide_request(request)
-        self._record_plan(request.evidence, result, grant)
-        return 200, result, {"included": len(result["included"]),
-                             "excluded": len(result["excluded"]),
-                             "fallback": result["fallback"] is not None}
+        self._record_plan({e.get("session_id") for e in request.evidence}, result, grant)
+        return 200, encode_answer(result), {"included": len(result.included),
+                                            "excluded": len(result.excluded),
+                                            "fallback": result.fallback is not None}
 
-    def _record_plan(self, evidence: list, result: dict, grant: frozenset[str] | None) -> None:
-        named = {e.get("session_id") for e in evidence if isinstance(e, dict)}
+    def _record_plan(self, named: set[Any], result: PlanAnswer,
+                     grant: frozenset[str] | None) -> None:
         sessions = {s for s in named if isinstance(s, str) and s}
         store = self.manifests.store
 
         def write() -> None:
+            recorded = answer_dict(result)
             for session_id in sessions:
                 latest = store.entries(session_id, grant)[-1:]
                 project = latest[0].get("project") if latest else None
                 if grant is not None and project not in grant:
                     continue  # a token may only annotate its own projects' manifests
-                store.record_plan(session_id, project, result)
+                store.record_plan(session_id, project, recorded)
 
         if sessions:
             self.manifests.submit(write)
@@ -384,12 +399,10 @@ def _not_found(error: BaseException) -> ApiError:
     return ApiError(404, "not-found", "no such project, session or entry in the index")
 
 
-def _counts(response: dict) -> dict[str, Any]:
+def _counts(response: RetrieveAnswer) -> dict[str, Any]:
     """Counts for the log line (numbers only, never text)."""
-    diagnostics = response.get("diagnostics") if isinstance(response, dict) else None
-    fields: dict[str, Any] = {"outcome": str(response.get("status"))[:20],
-                              "evidence": len(response.get("evidence") or []),
-                              "excluded": len(response.get("excluded") or [])}
-    if isinstance(diagnostics, dict) and isinstance(diagnostics.get("candidates"), int):
-        fields["candidates"] = diagnostics["candidates"]
+    fields: dict[str, Any] = {"outcome": response.status, "evidence": len(response.evidence),
+                              "excluded": len(response.excluded)}
+    if isinstance(response.diagnostics.candidates, int):
+        fields["candidates"] = response.diagnostics.candidates
     return fields

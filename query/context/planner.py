@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from msgspec import UNSET
+
 from lookback.query.context.messages import (
     EVIDENCE_FOOTER,
     EVIDENCE_HEADER,
@@ -42,6 +44,16 @@ from lookback.query.context.messages import (
     is_summary_message,
     latest_real_user_message,
     message_text,
+)
+from lookback.query.search.answers import (
+    Decision,
+    Evidence,
+    Included,
+    PlanAnswer,
+    PlanExcluded,
+    PlanTokens,
+    RetrieveAnswer,
+    answer_dict,
 )
 
 if TYPE_CHECKING:
@@ -72,14 +84,14 @@ def decide(
     max_retrieved_history_tokens: int,
     input_target_tokens: int | None = None,
     hard_limit_tokens: int | None = None,
-) -> dict:
+) -> PlanAnswer:
     """Decide which ranked evidence goes where, from kinds and token counts only.
 
     ``messages``: one ``{"kind", "tokens"}`` per message, in order. ``evidence``: the
     ranked items, each ``{"entry_id", "session_id", "tokens"}`` (``group_id``, ``tier``,
-    ``score`` are carried into the records). Returns ``{"decision": {"insert_before",
-    "sources"} or None, "included", "excluded", "tokens", "fallback"}``. Budgets that
-    are not non-negative integers raise ``ValueError``.
+    ``score`` are carried into the records). Returns the ``PlanAnswer``: ``decision``
+    (``insert_before`` and ``sources``, or None), ``included``, ``excluded``, ``tokens``
+    and ``fallback``. Budgets that are not non-negative integers raise ``ValueError``.
     """
     budgets = _budgets(max_retrieved_history_tokens, input_target_tokens, hard_limit_tokens)
     tokens: dict[str, Any] = dict(budgets)
@@ -134,7 +146,7 @@ def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _fit(messages: list[dict], evidence: Any, tokens: dict[str, Any]) -> dict:
+def _fit(messages: list[dict], evidence: Any, tokens: dict[str, Any]) -> PlanAnswer:
     hard_limit = tokens["hard_limit"]
     if hard_limit is not None and tokens["mandatory"] > hard_limit:
         raise _Fallback("mandatory context exceeds the hard limit")
@@ -150,7 +162,7 @@ def _fit(messages: list[dict], evidence: Any, tokens: dict[str, Any]) -> dict:
         if problem:
             raise _Fallback(f"malformed evidence {_source(item)}: {problem}")
     chosen, excluded, used = _select(evidence, tokens)
-    decision = {"insert_before": index, "sources": [_source(item) for item, _ in chosen]}
+    decision = Decision(insert_before=index, sources=[_source(item) for item, _ in chosen])
     included = [_included_record(item, cost) for item, cost in chosen]
     return _result(decision, included, excluded, tokens, evidence_tokens=used)
 
@@ -176,14 +188,14 @@ def _evidence_problem(item: Any) -> str | None:
 
 def _select(
     evidence: list[dict], tokens: dict[str, Any]
-) -> tuple[list[tuple[dict, int]], list[dict], int]:
+) -> tuple[list[tuple[dict, int]], list[PlanExcluded], int]:
     """Take ranked items while they fit; exclude the first misfit and all after it."""
     rooms = {"retrieval budget full": tokens["retrieval_budget"]}
     for key, reason in (("input_target", "input target full"), ("hard_limit", "hard limit")):
         if tokens[key] is not None:
             rooms[reason] = max(0, tokens[key] - tokens["mandatory"])
     chosen: list[tuple[dict, int]] = []
-    excluded: list[dict] = []
+    excluded: list[PlanExcluded] = []
     seen: set[str] = set()
     used = 0
     stopped: str | None = None
@@ -213,79 +225,82 @@ def _source(item: Any) -> str:
     return f"{item.get('session_id', '?')}:{item.get('entry_id', '?')}"
 
 
-def _included_record(item: dict, cost: int) -> dict:
-    return {
-        "source": _source(item),
-        "entry_id": item["entry_id"],
-        "session_id": item["session_id"],
-        "group_id": item.get("group_id"),
-        "tier": item.get("tier"),
-        "score": item.get("score"),
-        "tokens": cost,
-        "priority": PRIORITY_EVIDENCE,
-    }
+def _included_record(item: dict, cost: int) -> Included:
+    return Included(
+        source=_source(item),
+        entry_id=item["entry_id"],
+        session_id=item["session_id"],
+        group_id=item.get("group_id"),
+        tier=item.get("tier"),
+        score=item.get("score"),
+        tokens=cost,
+        priority=PRIORITY_EVIDENCE,
+    )
 
 
-def _excluded_record(item: Any, reason: str) -> dict:
-    record: dict[str, Any] = {"source": _source(item), "reason": reason}
+def _excluded_record(item: Any, reason: str) -> PlanExcluded:
     if isinstance(item, dict):
-        record["entry_id"] = item.get("entry_id")
-        record["session_id"] = item.get("session_id")
-    return record
+        return PlanExcluded(source=_source(item), reason=reason,
+                            entry_id=item.get("entry_id"), session_id=item.get("session_id"))
+    return PlanExcluded(source=_source(item), reason=reason)
+
+
+def _tokens(tokens: dict[str, Any], evidence_tokens: int) -> PlanTokens:
+    """The accounting: the budgets, the mandatory context when it was counted (a
+    fallback before the messages were read has none), the evidence and the total."""
+    counted = "mandatory" in tokens
+    return PlanTokens(
+        retrieval_budget=tokens["retrieval_budget"], input_target=tokens["input_target"],
+        hard_limit=tokens["hard_limit"],
+        recent=tokens["recent"] if counted else UNSET,
+        summaries=tokens["summaries"] if counted else UNSET,
+        mandatory=tokens["mandatory"] if counted else UNSET,
+        evidence=evidence_tokens,
+        total=tokens["mandatory"] + evidence_tokens if counted else UNSET)
 
 
 def _result(
-    decision: dict | None,
-    included: list[dict],
-    excluded: list[dict],
+    decision: Decision | None,
+    included: list[Included],
+    excluded: list[PlanExcluded],
     tokens: dict[str, Any],
     *,
     evidence_tokens: int,
-) -> dict:
-    totals = {**tokens, "evidence": evidence_tokens}
-    totals["total"] = tokens["mandatory"] + evidence_tokens
-    return {
-        "decision": decision,
-        "included": included,
-        "excluded": excluded,
-        "tokens": totals,
-        "fallback": None,
-    }
+) -> PlanAnswer:
+    return PlanAnswer(decision=decision, included=included, excluded=excluded,
+                      tokens=_tokens(tokens, evidence_tokens), fallback=None)
 
 
-def _fallback_result(evidence: Any, tokens: dict[str, Any], reason: str) -> dict:
+def _fallback_result(evidence: Any, tokens: dict[str, Any], reason: str) -> PlanAnswer:
     items = evidence if isinstance(evidence, list) else []
-    totals = {**tokens, "evidence": 0}
-    if "mandatory" in totals:
-        totals["total"] = totals["mandatory"]
-    return {
-        "decision": None,
-        "included": [],
-        "excluded": [_excluded_record(item, f"fallback: {reason}") for item in items[:1000]],
-        "tokens": totals,
-        "fallback": reason,
-    }
+    return PlanAnswer(
+        decision=None, included=[],
+        excluded=[_excluded_record(item, f"fallback: {reason}") for item in items[:1000]],
+        tokens=_tokens(tokens, 0), fallback=reason)
 
 
-def decide_for_answer(answer: Any, request_plan: PlanRequest | None) -> dict | None:
+def decide_for_answer(answer: RetrieveAnswer,
+                      request_plan: PlanRequest | None) -> PlanAnswer | None:
     """The decision for a retrieve answer's evidence, when the request carried ``plan``
     (``{"kinds": [...], "tokens": [...], "hard_limit_tokens"?, "input_target_tokens"?,
     "max_retrieved_history_tokens"?}``: one kind and one token estimate per message, as
     two flat lists — cheap to send and to check — one round trip instead of two),
     already validated by ``query.search.request.parse_request``. None without ``plan``
     or without evidence."""
-    if request_plan is None or not isinstance(answer, dict):
+    if request_plan is None or answer.status != "ok" or not answer.evidence:
         return None
-    evidence = answer.get("evidence")
-    if answer.get("status") != "ok" or not isinstance(evidence, list) or not evidence:
-        return None
-    refs = [{"entry_id": item.get("entry_id"), "session_id": item.get("session_id"),
-             "tokens": _item_cost(item), "score": item.get("score"), "tier": item.get("tier"),
-             "group_id": item.get("group_id")} for item in evidence if isinstance(item, dict)]
+    refs = [_reference(item) for item in answer.evidence]
     return decide_request(request_plan, refs)
 
 
-def decide_request(request: PlanRequest, evidence: list[dict] | None = None) -> dict:
+def _reference(item: Evidence) -> dict[str, Any]:
+    """What the planner reads of one evidence item; its ``tokens`` are its message's
+    estimate already (``_item_cost`` would find the same)."""
+    return {"entry_id": item.entry_id, "session_id": item.session_id, "tokens": item.tokens,
+            "score": item.score, "tier": item.tier, "group_id": item.group_id}
+
+
+def decide_request(request: PlanRequest, evidence: list[dict] | None = None) -> PlanAnswer:
     """``decide`` for a validated plan request (``/v1/plan``; ``evidence``: the items to
     plan instead of the request's own)."""
     return decide(request.messages, request.evidence if evidence is None else evidence,
@@ -318,7 +333,10 @@ def describe(messages: list[dict]) -> list[dict]:
 def apply_decision(messages: list[dict], evidence: list[dict], decision: Any) -> list[dict]:
     """``messages`` with the decided evidence messages inserted, or ``messages`` itself
     when the decision is anything but evidence of ``evidence``, each once, placed
-    immediately before the latest real user message."""
+    immediately before the latest real user message. ``decision``: as JSON gives it
+    (a dict), or a ``Decision``."""
+    if isinstance(decision, Decision):
+        decision = {"insert_before": decision.insert_before, "sources": decision.sources}
     if not isinstance(decision, dict) or not isinstance(decision.get("sources"), list):
         return messages
     latest = latest_real_user_message(messages)
@@ -364,8 +382,10 @@ def plan(
     else:
         described = [{**item, "tokens": _item_cost(item)} for item in evidence]
         result = decide(describe(messages), described, **budgets)
-    final = apply_decision(messages, evidence, result["decision"])
-    return {"messages": final, **{k: v for k, v in result.items() if k != "decision"}}
+    final = apply_decision(messages, evidence, result.decision)
+    answer = answer_dict(result)
+    del answer["decision"]
+    return {"messages": final, **answer}
 
 
 def _whole_input_problem(messages: Any, evidence: Any) -> str | None:

@@ -1,7 +1,7 @@
 """Search: the retrieval pipeline over one project's committed index.
 
 Reading indexes (connections, memos), candidate SQL, ranking, automatic retrieval,
-explicit history search and the request shape.
+explicit history search, and the wire contract's request and answer types.
 
 The public API is ``_EXPORTS`` below (the rule is in ``lookback.query``'s docstring).
 """
@@ -36,7 +36,25 @@ _EXPORTS = {
     "Row": "candidates",
     "Scope": "candidates",
     "rows_by_rowid": "candidates",
-    "Diagnostics": "diagnostics",
+    "Diagnostics": "answers",
+    "RetrieveAnswer": "answers",
+    "Evidence": "answers",
+    "EvidenceMessage": "answers",
+    "TextBlock": "answers",
+    "Withheld": "answers",
+    "FreshnessOutcome": "answers",
+    "SearchAnswer": "answers",
+    "SearchResult": "answers",
+    "SourceAnswer": "answers",
+    "SourceEntry": "answers",
+    "PlanAnswer": "answers",
+    "Decision": "answers",
+    "Included": "answers",
+    "PlanExcluded": "answers",
+    "PlanTokens": "answers",
+    "Answer": "answers",
+    "encode_answer": "answers",
+    "answer_dict": "answers",
     "Ranked": "ranking",
     "FTS_MATCH": "ranking",
     "ACTIVE_BRANCH": "ranking",

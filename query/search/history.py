@@ -19,12 +19,21 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apsw
+import msgspec
 
 from lookback.index.store import IndexUnavailable
 from lookback.index.tree import branch as leaf_branch
 from lookback.index.tree import leaf_of
 from lookback.query.context.evidence import excerpt
 from lookback.query.privacy.policy import PrivacyPolicy
+from lookback.query.search.answers import (
+    Diagnostics,
+    SearchAnswer,
+    SearchResult,
+    SourceAnswer,
+    SourceEntry,
+    Withheld,
+)
 from lookback.query.search.candidates import (
     Scope,
     Source,
@@ -32,7 +41,6 @@ from lookback.query.search.candidates import (
     load_texts,
     source_entry,
 )
-from lookback.query.search.diagnostics import Diagnostics
 from lookback.query.search.ranking import Ranked
 from lookback.query.search.reader import IndexReader, NotIndexed, SessionView
 from lookback.query.search.request import (
@@ -63,30 +71,33 @@ class HistorySearch:
         self.reader = reader
         self.policy = policy or PrivacyPolicy()
 
-    def search(self, request: SearchRequest) -> dict[str, Any]:
+    def search(self, request: SearchRequest) -> SearchAnswer:
         """History search for a decoded request (``request.parse_search``)."""
         when = times_of(request.text, request.message_time_ms)
         searched = Searched.of(extract_terms(request.text))
         terms = searched.terms
         if not terms.has_topic:
-            return {"status": "no-query", "query": {}, "results": [], "excluded": []}
+            return SearchAnswer(status="no-query", query={}, results=[], excluded=[])
         branch_ids = None if request.branch_ids is None else list(request.branch_ids)
         try:
             with self.reader.session(**request.names.as_dict()) as view:
                 chosen = self._ranked(view, searched, request.scope, request.max_results,
                                       request.leaf_id, branch_ids, when)
         except (NotIndexed, OSError):
-            return {"status": "not-indexed", "query": terms.by_kind(), "results": [],
-                    "excluded": []}
+            return SearchAnswer(status="not-indexed", query=terms.by_kind(), results=[],
+                                excluded=[])
         except IndexUnavailable as error:  # damaged, busy, unreadable: say why, never raise
-            return {"status": "disabled", "query": terms.by_kind(), "results": [],
-                    "excluded": [], "warnings": [f"index unavailable: {error}"]}
+            return SearchAnswer(status="disabled", query=terms.by_kind(), results=[],
+                                excluded=[], warnings=[f"index unavailable: {error}"])
         results = [_result(item) for item in chosen]
         # The gate judges each row on its whole text, not the 1,200-character excerpt.
         shown, excluded = self.policy.apply(results, request.provider,
                                             [item.row.text for item in chosen])
-        return {"status": "ok", "scope": request.scope, "query": terms.by_kind(),
-                "results": shown, "excluded": excluded}
+        return SearchAnswer(status="ok",
+                            scope=request.scope,  # type: ignore[arg-type]  # parse_search's
+                            query=terms.by_kind(),
+                            results=msgspec.convert(shown, list[SearchResult]),
+                            excluded=msgspec.convert(excluded, list[Withheld]))
 
     def _ranked(self, view: SessionView, searched: Searched, scope_name: str, limit: int,
                 leaf_id: str | None,
@@ -129,7 +140,7 @@ class HistorySearch:
             return Scope(session_id=session_id), on_branch
         return Scope(), on_branch
 
-    def source(self, request: SourceRequest) -> dict[str, Any]:
+    def source(self, request: SourceRequest) -> SourceAnswer:
         """One entry and its neighbours for a decoded request (``request.parse_source``)."""
         entry_id, before, after = request.entry_id, request.before, request.after
         try:
@@ -138,11 +149,11 @@ class HistorySearch:
                 earlier, later = ([], []) if row is None or not (before or after) else \
                     self._neighbours(view, entry_id, before, after)
         except (NotIndexed, OSError):
-            return {"status": "not-indexed"}
+            return SourceAnswer(status="not-indexed")
         except IndexUnavailable as error:
-            return {"status": "disabled", "warnings": [f"index unavailable: {error}"]}
+            return SourceAnswer(status="disabled", warnings=[f"index unavailable: {error}"])
         if row is None:
-            return {"status": "not-found"}
+            return SourceAnswer(status="not-found")
         rows = [*earlier, row, *later]
         entries = [{"entry_id": r.entry_id, "session_id": r.session_id, "type": r.type,
                     "role": r.role, "timestamp": r.timestamp,
@@ -152,14 +163,15 @@ class HistorySearch:
         shown, excluded = self.policy.apply(entries, request.provider,
                                             [r.text for r in rows])
         # Shown items are the gate's copies (classification added); ids are unique in a session.
-        kept = {item["entry_id"]: item for item in shown}
+        kept = {item["entry_id"]: msgspec.convert(item, SourceEntry) for item in shown}
         own = kept.get(row.entry_id)
-        answer: dict[str, Any] = {"status": "ok" if own else "withheld", "entry": own,
-                                  "excluded": excluded}
-        if before or after:
-            answer["before"] = [kept[r.entry_id] for r in earlier if r.entry_id in kept]
-            answer["after"] = [kept[r.entry_id] for r in later if r.entry_id in kept]
-        return answer
+        withheld = msgspec.convert(excluded, list[Withheld])
+        if not (before or after):
+            return SourceAnswer(status="ok" if own else "withheld", entry=own,
+                                excluded=withheld)
+        return SourceAnswer(status="ok" if own else "withheld", entry=own, excluded=withheld,
+                            before=[kept[r.entry_id] for r in earlier if r.entry_id in kept],
+                            after=[kept[r.entry_id] for r in later if r.entry_id in kept])
 
     def _neighbours(self, view: SessionView, entry_id: str, before: int,
                     after: int) -> tuple[list[Source], list[Source]]:

@@ -264,8 +264,9 @@ def _neighbour_count(data: dict[str, Any], key: str) -> int:
 
 def parse_plan(data: Any, default_budget: int) -> PlanRequest:
     """Validate a ``/v1/plan`` body: ``messages`` (``{"kind", "tokens"}`` each),
-    ``evidence`` (``{"session_id", "entry_id", "tokens", ...}`` each) and the budgets;
-    a null budget is the default, as in a retrieve request."""
+    ``evidence`` (``{"session_id", "entry_id", "tokens", ...}`` each; ``group_id``,
+    ``tier`` and ``score``, which the answer's ``included`` repeats, of their types or
+    null) and the budgets; a null budget is the default, as in a retrieve request."""
     if not isinstance(data, dict):
         raise RequestError("the request must be a JSON object")
     messages = _typed_list(data, "messages", dict, "messages must be a list of objects")
@@ -276,7 +277,8 @@ def parse_plan(data: Any, default_budget: int) -> PlanRequest:
         _check_field_types(message, f"messages[{index}]", {"kind": str, "tokens": int})
     for index, item in enumerate(evidence):
         _check_field_types(item, f"evidence[{index}]",
-                           {"session_id": str, "entry_id": str, "tokens": int})
+                           {"session_id": str, "entry_id": str, "tokens": int,
+                            "group_id": str, "tier": str, "score": float})
     return _plan_request(data, messages, evidence, default_budget, "")
 
 
@@ -311,11 +313,13 @@ def _check_field_types(item: dict[str, Any], where: str, types: dict[str, type])
         value = item.get(key)
         if value is None:
             continue
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        accepted = (int, float) if kind is float else kind  # a number: 3 is a float too
+        if not isinstance(value, accepted) or (kind in (int, float)
+                                               and isinstance(value, bool)):
             raise RequestError(f"{where}.{key} must be {_TYPE_NAMES[kind]}")
 
 
-_TYPE_NAMES = {str: "a string", int: "an integer", dict: "an object"}
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object"}
 
 
 def _message(data: dict[str, Any]) -> str | None:

@@ -33,7 +33,14 @@ from lookback.query.privacy.policy import (
     ClassificationResult,
     PrivacyPolicy,
     classify_source,
-    excluded_record,
+)
+from lookback.query.search.answers import (
+    Diagnostics,
+    Evidence,
+    EvidenceMessage,
+    RetrieveAnswer,
+    TextBlock,
+    Withheld,
 )
 from lookback.query.search.candidates import (
     Literals,
@@ -50,7 +57,6 @@ from lookback.query.search.candidates import (
     selective_expression,
     session_state,
 )
-from lookback.query.search.diagnostics import Diagnostics
 from lookback.query.search.ranking import (
     Ranked,
     add_neighbours,
@@ -115,7 +121,7 @@ class Retriever:
         self.policy = policy or PrivacyPolicy()
         self.embedder = embedder  # used only for ``semantic: true`` (query.semantic)
 
-    def retrieve(self, request: RetrievalRequest) -> dict[str, Any]:
+    def retrieve(self, request: RetrievalRequest) -> RetrieveAnswer:
         started = time.perf_counter()
         diagnostics = Diagnostics()
         if request.message is None:
@@ -137,7 +143,7 @@ class Retriever:
 
     def _retrieve(self, connection: apsw.Connection, path: Any, session_id: str,
                   request: RetrievalRequest, searched: Searched, diagnostics: Diagnostics,
-                  started: float) -> dict[str, Any]:
+                  started: float) -> RetrieveAnswer:
         terms = searched.terms
         state = session_state(connection, session_id)
         if state is None:
@@ -229,7 +235,7 @@ class Retriever:
 
     def _evidence(self, ranked: list[Ranked], request: RetrievalRequest,
                   connection: apsw.Connection, index_file: str,
-                  diagnostics: Diagnostics) -> tuple[list[dict], list[dict]]:
+                  diagnostics: Diagnostics) -> tuple[list[Evidence], list[Withheld]]:
         """Steps 10: bounded evidence, within the token budget and the privacy policy.
 
         Each source is classified whole (all of its indexed text, not only the
@@ -240,8 +246,8 @@ class Retriever:
         """
         budget = request.max_retrieved_history_tokens
         used = 0
-        evidence: list[dict[str, Any]] = []
-        excluded: list[dict[str, Any]] = []
+        evidence: list[Evidence] = []
+        excluded: list[Withheld] = []
         for position, item in enumerate(ranked):
             if len(evidence) >= request.max_results:
                 break
@@ -256,42 +262,43 @@ class Retriever:
             label = verdict.classification.label
             built = self._build_item(index_file, item, label, read_text)
             if verdict.reason is not None:
-                excluded.append(excluded_record(built, label, verdict.reason))
+                excluded.append(_withheld(built, verdict.reason))
                 continue
             fitted = self._fitted(index_file, item, label, read_text, built, budget - used)
             if fitted is None:
-                excluded.append(excluded_record(built, label, "retrieval budget"))
+                excluded.append(_withheld(built, "retrieval budget"))
                 break
             evidence.append(fitted)
-            used += fitted["tokens"]
+            used += fitted.tokens
         diagnostics.tokens_used = used
         return evidence, excluded
 
     def _fitted(self, index_file: str, item: Ranked, label: str,
-                read_text: Callable[[], None], built: dict[str, Any],
-                remaining: int) -> dict[str, Any] | None:
+                read_text: Callable[[], None], built: Evidence,
+                remaining: int) -> Evidence | None:
         """``built``, or a shorter excerpt of the same source that fits ``remaining``.
 
         The excerpt shrinks by ``EXCERPT_SHRINK`` steps, still centred on its first
         match; None when fewer than ``MIN_REMAINING_TOKENS`` remain or the envelope
         does not fit even with a ``MIN_EXCERPT_CHARS`` excerpt.
         """
-        if built["tokens"] <= remaining:
+        if built.tokens <= remaining:
             return built
         if remaining < MIN_REMAINING_TOKENS:
             return None
-        chars = len(built["excerpt"])
+        chars = len(built.excerpt)
         while chars > MIN_EXCERPT_CHARS:
             chars = max(MIN_EXCERPT_CHARS, int(chars * EXCERPT_SHRINK))
             smaller = self._build_item(index_file, item, label, read_text, chars)
-            if smaller["tokens"] <= remaining:
+            if smaller.tokens <= remaining:
                 return smaller
         return None
 
     def _build_item(self, index_file: str, item: Ranked, label: str,
                     read_text: Callable[[], None],
-                    max_chars: int = MAX_EXCERPT_CHARS) -> dict[str, Any]:
-        """The evidence item, memoized: same row, score parts and size, same message."""
+                    max_chars: int = MAX_EXCERPT_CHARS) -> Evidence:
+        """The evidence item, memoized: same row, score parts and size, same message
+        (frozen, so every answer that carries it shares the one built)."""
         key = ("evidence", index_file, item.row.rowid, item.tier, tuple(item.parts),
                tuple((match.term, match.literal) for match in item.matches), label,
                max_chars)
@@ -300,7 +307,7 @@ class Retriever:
             read_text()
             built = _build_item(item, label, max_chars)
             self.reader.evidence.put(key, built)
-        return _copy_item(built)  # type: ignore[arg-type]
+        return built  # type: ignore[return-value]
 
     def _classification(self, index_file: str, row: Row,
                         read_text: Callable[[], None]) -> ClassificationResult:
@@ -499,51 +506,51 @@ def deduplicate(ranked: list[Ranked], diagnostics: Diagnostics | None = None) ->
 
 
 def _build_item(item: Ranked, classification: str,
-                max_chars: int = MAX_EXCERPT_CHARS) -> dict[str, Any]:
+                max_chars: int = MAX_EXCERPT_CHARS) -> Evidence:
     row = item.row
     first = first_position(row.text or "", item.matches)  # vector-only: no matches, 0
     quoted = excerpt(row.text or "", first, max_chars)
     text = envelope(session_id=row.session_id, entry_id=row.entry_id, timestamp=row.timestamp,
                     role=row.role, score=item.score, reasons=item.reasons, quoted=quoted)
     message = evidence_message(text, row.ts_ms)
-    return {
-        "entry_id": row.entry_id,
-        "session_id": row.session_id,
-        "role": row.role,
-        "timestamp": row.timestamp,
-        "tier": item.tier,
-        "score": item.score,
-        "reasons": list(item.reasons),
+    return Evidence(
+        entry_id=row.entry_id,
+        session_id=row.session_id,
+        role=row.role,
+        timestamp=row.timestamp,
+        tier=item.tier,  # type: ignore[arg-type]  # ranking's tiers are the contract's
+        score=item.score,
+        reasons=tuple(item.reasons),
         # What the message costs the planner too, so a source fitted to the budget
         # here is never dropped there for a few tokens of message overhead.
-        "tokens": estimate_message_tokens(message),
-        "classification": classification,
-        "group_id": f"retrieval:{row.session_id}:{row.entry_id}",
-        "excerpt": quoted,
-        "message": message,
-    }
+        tokens=estimate_message_tokens(message),
+        classification=classification,  # type: ignore[arg-type]  # a Classification label
+        group_id=f"retrieval:{row.session_id}:{row.entry_id}",
+        excerpt=quoted,
+        message=EvidenceMessage(role="user", content=(TextBlock(type="text", text=text),),
+                                timestamp=message["timestamp"]),
+    )
 
 
-def _copy_item(built: dict[str, Any]) -> dict[str, Any]:
-    """A copy the caller may change without touching the memoized item."""
-    message = built["message"]
-    return {**built, "reasons": list(built["reasons"]),
-            "message": {**message, "content": [dict(block) for block in message["content"]]}}
+def _withheld(item: Evidence, reason: str) -> Withheld:
+    """What ``excluded`` lists of a source kept out: its ids, level and why, never text."""
+    return Withheld(source=item.source, entry_id=item.entry_id, session_id=item.session_id,
+                    classification=item.classification, reason=reason)
 
 
 def _answer(status: str, terms: QueryTerms | None, diagnostics: Diagnostics,
-            started: float, evidence: list[dict] | None = None,
-            excluded: list[dict] | None = None) -> dict[str, Any]:
+            started: float, evidence: list[Evidence] | None = None,
+            excluded: list[Withheld] | None = None) -> RetrieveAnswer:
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
     diagnostics.latency_ms = latency_ms
     evidence = evidence or []
     log.info("retrieve status=%s terms=%d evidence=%d excluded=%d latency_ms=%.3f",
              status, len(terms) if terms else 0, len(evidence), len(excluded or []), latency_ms)
-    return {
-        "status": status,
-        "query": terms.by_kind() if terms else {},
-        "evidence": evidence,
-        "retrieved_event_ids": [f"{e['session_id']}:{e['entry_id']}" for e in evidence],
-        "excluded": excluded or [],
-        "diagnostics": diagnostics.as_dict(),
-    }
+    return RetrieveAnswer(
+        status=status,  # type: ignore[arg-type]  # one of the contract's statuses
+        query=terms.by_kind() if terms else {},
+        evidence=evidence,
+        retrieved_event_ids=[item.source for item in evidence],
+        excluded=excluded or [],
+        diagnostics=diagnostics,
+    )

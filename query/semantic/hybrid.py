@@ -41,8 +41,8 @@ from lookback.embedders.port import EmbeddingError, EmbeddingPort
 from lookback.embedders.registry import get_embedder, is_loaded
 from lookback.index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
 from lookback.index.store import read_meta
+from lookback.query.search.answers import Diagnostics
 from lookback.query.search.candidates import Row, Scope, rows_by_rowid
-from lookback.query.search.diagnostics import Diagnostics
 from lookback.query.search.ranking import (
     ACTIVE_BRANCH,
     AUTHORITY,

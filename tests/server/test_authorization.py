@@ -63,17 +63,17 @@ class HookedEngine:
     def __getattr__(self, name: str) -> Any:
         return getattr(api, name)
 
-    def retrieve(self, body: dict, **kwargs: Any) -> dict:
+    def retrieve_answer(self, body: Any, **kwargs: Any) -> api.RetrieveAnswer:
         self.before()
-        return api.retrieve(body, **kwargs)
+        return api.retrieve_answer(body, **kwargs)
 
-    def search(self, body: dict, **kwargs: Any) -> dict:
+    def search_answer(self, body: Any, **kwargs: Any) -> api.SearchAnswer:
         self.before()
-        return api.search(body, **kwargs)
+        return api.search_answer(body, **kwargs)
 
-    def source(self, body: dict, **kwargs: Any) -> dict:
+    def source_answer(self, body: Any, **kwargs: Any) -> api.SourceAnswer:
         self.before()
-        return api.source(body, **kwargs)
+        return api.source_answer(body, **kwargs)
 
 
 def repoint(link: Path, target: Path) -> None:

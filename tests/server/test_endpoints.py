@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from lookback import api
 from lookback.query.context.messages import EVIDENCE_HEADER, estimate_message_tokens
 
 from .conftest import EARLY_USER_TEXT, PROMPT, SESSION_ID, retrieve_body
@@ -162,9 +163,9 @@ class SlowEngine:
 
         self.release = threading.Event()
 
-    def retrieve(self, request, *, settings, reader):
+    def retrieve_answer(self, request, *, settings, reader):
         self.release.wait(10)
-        return {"status": "ok", "evidence": []}
+        return api.retrieve_answer(request, settings=settings, reader=reader)
 
 
 def test_a_call_over_the_time_limit_gets_503(home, session_file):
