@@ -16,15 +16,11 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from lookback.mcp_server import mount_in
-from lookback.server import make_server
-from tests.mcp.conftest import TOKEN_A, TOKEN_B, make_projects
-from tests.server.conftest import settings_for
+from tests.mcp.conftest import TOKEN_A, TOKEN_B, make_projects, reader_with_mcp
 from tests.support import index_paths
 
 from .claude_harness import CALL_TOOL, ClaudeRunner, FakeAnthropic, install_claude, text_of
@@ -106,18 +102,12 @@ def test_claude_code_over_http_reads_only_its_tokens_project(tmp_path):
     project A is refused and carries nothing of A; its search of B quotes B's session."""
     (tmp_path / "data").mkdir()
     projects = make_projects(tmp_path, tmp_path / "data")
-    tokens = {TOKEN_A: [str(projects.cwd_a)], TOKEN_B: [str(projects.cwd_b)]}
-    server = make_server(settings_for(projects.home, server__tokens=tokens,
-                                      freshness__tail=False), "127.0.0.1", 0)
-    mounted = mount_in(server)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     command = installed_or_fail(install_claude, "Claude Code")
-    try:
+    with reader_with_mcp(projects) as reader:
         with FakeAnthropic() as model:
             runner = ClaudeRunner(command, model, tmp_path / "home")
             runner.home.mkdir()
-            url = f"http://127.0.0.1:{server.server_address[1]}/mcp?provider=anthropic"
+            url = f"{reader}/mcp?provider=anthropic"
             added = subprocess.run(
                 [*command, "mcp", "add", "--scope", "user", "--transport", "http", "lookback",
                  url, "--header", f"Authorization: Bearer {TOKEN_B}"],
@@ -133,12 +123,6 @@ def test_claude_code_over_http_reads_only_its_tokens_project(tmp_path):
                 results = tool_results(run.requests)
                 assert results, f"Claude Code sent no tool result; stdout: {run.stdout[-500:]}"
                 found[name] = (results[-1].get("is_error"), text_of(results[-1].get("content")))
-    finally:
-        server.shutdown()
-        server.server_close()
-        mounted.close()
-        server.app.close()
-        thread.join(timeout=5)
     refused, text_a = found["a"]
     assert refused and "refused" in text_a
     assert EVIDENCE_HEADER not in text_a and "AppMessage" not in text_a
@@ -185,19 +169,13 @@ def test_pi_1x_over_http_with_a_bearer_token(tmp_path):
     `lookback serve --mcp`: token A's Pi gets project A's quoted turn."""
     (tmp_path / "data").mkdir()
     projects = make_projects(tmp_path, tmp_path / "data")
-    tokens = {TOKEN_A: [str(projects.cwd_a)], TOKEN_B: [str(projects.cwd_b)]}
-    server = make_server(settings_for(projects.home, server__tokens=tokens,
-                                      freshness__tail=False), "127.0.0.1", 0)
-    mounted = mount_in(server)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     pi, node_env = installed_or_fail(install_pi1, "Pi 1.x")
-    try:
+    with reader_with_mcp(projects) as reader:
         with FakeModelServer() as model:
             agent_dir = write_agent_dir(tmp_path / "agent", model.port)
             env = {**os.environ, **node_env, "PI_CODING_AGENT_DIR": str(agent_dir),
                    "PI_OFFLINE": "1"}
-            url = f"http://127.0.0.1:{server.server_address[1]}/mcp?provider=fakellm"
+            url = f"{reader}/mcp?provider=fakellm"
             run_command = [str(pi), "mcp", "add", "lookback", "--exposure", "direct", "--url",
                            url, "--bearer-token-env-var", "LOOKBACK_MCP_TOKEN"]
             added = subprocess.run(run_command, cwd=projects.cwd_a, env=env,
@@ -211,12 +189,6 @@ def test_pi_1x_over_http_with_a_bearer_token(tmp_path):
             session = prepare_session(tmp_path, projects.cwd_a)
             run = runner.run(session, "What did we say about AppMessage?",
                              env={**node_env, "LOOKBACK_MCP_TOKEN": TOKEN_A})
-    finally:
-        server.shutdown()
-        server.server_close()
-        mounted.close()
-        server.app.close()
-        thread.join(timeout=5)
     assert run.returncode == 0, run.stderr[-2000:]
     results = [m for request in run.requests for m in request["messages"]
                if m.get("role") == "tool"]

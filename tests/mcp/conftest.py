@@ -1,5 +1,6 @@
-"""Two indexed projects (copies of the compacted e2e session under different cwds), and a
-way to start the real ``lookback mcp --http`` on a free port."""
+"""Two indexed projects (copies of the compacted e2e session under different cwds), a way to
+start the real ``lookback mcp --http`` on a free port, the reader serving MCP in-process
+(``lookback serve --mcp``), and calling tools in turn."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.server.conftest import write_session
+from lookback.mcp_server import mount_in
+from lookback.server import make_server
+from tests.server.conftest import settings_for, write_session
 from tests.support import index_paths
 
 SESSION_ID = "0193f7a2-5c1e-7b3a-9d4e-2f6a8c0b1d3e"
@@ -121,3 +127,32 @@ class http_server:  # noqa: N801 (a context manager used like a function)
             self.process.wait()
             raise AssertionError("lookback mcp --http did not stop on SIGTERM") from None
         assert code == 0, f"lookback mcp --http exited {code} on SIGTERM"
+
+
+@contextmanager
+def reader_with_mcp(projects: Projects) -> Iterator[str]:
+    """``lookback serve --mcp`` in-process over ``projects``, token A granted project A and
+    token B project B (no background tailer); the ``with`` value is its base URL."""
+    tokens = {TOKEN_A: [str(projects.cwd_a)], TOKEN_B: [str(projects.cwd_b)]}
+    settings = settings_for(projects.home, server__tokens=tokens, freshness__tail=False)
+    server = make_server(settings, "127.0.0.1", 0)
+    mounted = mount_in(server)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        mounted.close()
+        server.app.close()
+        thread.join(timeout=5)
+
+
+async def call_each(client: Any, requests: tuple[tuple[str, dict], ...]) -> list[tuple[bool, str]]:
+    """Call each (tool, arguments) in turn on an open MCP client: (is error, text) of each."""
+    found = []
+    for name, arguments in requests:
+        result = await client.call_tool(name, arguments)
+        found.append((bool(result.is_error), "".join(c.text for c in result.content)))
+    return found

@@ -15,6 +15,7 @@ from .conftest import (
     SESSION_ID,
     TOKEN_A,
     TOKEN_B,
+    call_each,
     environment,
     http_server,
     write_config,
@@ -32,11 +33,7 @@ def calls(url: str, token: str | None, *requests: tuple[str, dict]) -> list[tupl
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         async with httpx2.AsyncClient(headers=headers) as http, \
                 Client(streamable_http_client(url, http_client=http)) as client:
-            found = []
-            for name, arguments in requests:
-                result = await client.call_tool(name, arguments)
-                found.append((bool(result.is_error), "".join(c.text for c in result.content)))
-            return found
+            return await call_each(client, requests)
     return asyncio.run(run())
 
 

@@ -4,36 +4,19 @@ its transport's guard, with the same tokens and grants as /v1/* (and as `lookbac
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import httpx2
 import pytest
 
-from lookback.mcp_server import mount_in
-from lookback.server import make_server
-from tests.server.conftest import settings_for
-
-from .conftest import SESSION_ID, TOKEN_A, TOKEN_B, Projects
+from .conftest import SESSION_ID, TOKEN_A, TOKEN_B, Projects, reader_with_mcp
 from .test_http import ACCEPT, INITIALIZE, REFUSED, calls
 
 
 @pytest.fixture
 def served(projects: Projects) -> Iterator[str]:
-    tokens = {TOKEN_A: [str(projects.cwd_a)], TOKEN_B: [str(projects.cwd_b)]}
-    settings = settings_for(projects.home, server__tokens=tokens, freshness__tail=False)
-    server = make_server(settings, "127.0.0.1", 0)
-    mounted = mount_in(server)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        mounted.close()
-        server.app.close()
-        thread.join(timeout=5)
+    with reader_with_mcp(projects) as url:
+        yield url
 
 
 def test_the_reader_serves_mcp_beside_v1_with_the_same_grants(served, projects):

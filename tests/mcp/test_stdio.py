@@ -9,7 +9,7 @@ import sys
 
 from mcp import Client, StdioServerParameters
 
-from .conftest import EARLY_USER_TEXT, SESSION_ID, TOKEN_A, environment, write_config
+from .conftest import EARLY_USER_TEXT, SESSION_ID, TOKEN_A, call_each, environment, write_config
 
 
 def stdio_calls(cwd, env, *requests):
@@ -18,11 +18,7 @@ def stdio_calls(cwd, env, *requests):
                                        args=["-m", "lookback.cli", "mcp", "--quiet"],
                                        env=env, cwd=str(cwd))
         async with Client(params) as client:
-            found = []
-            for name, arguments in requests:
-                result = await client.call_tool(name, arguments)
-                found.append((bool(result.is_error), "".join(c.text for c in result.content)))
-            return found
+            return await call_each(client, requests)
     return asyncio.run(run())
 
 
