@@ -21,15 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import fixture_path
+from tests.support import fixture_path, new_folder
 
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """An empty Lookback data directory."""
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
+    return new_folder(tmp_path / "home")
 
 
 @pytest.fixture

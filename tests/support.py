@@ -1,13 +1,19 @@
-"""Helpers the tests share: the real Pi fixtures, indexing into a test home, what got indexed."""
+"""Helpers the tests share: the real Pi fixtures, fresh folders and small tmpfs mounts, reading
+a session file, indexing into a test home, what got indexed."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lookback.index.layout import project_dir
 from lookback.index.sink import EmbeddedSink
 from lookback.index.store import open_reader
+from lookback.ingest.events import Event
 from lookback.ingest.pipeline import IngestReport, ingest_files
+from lookback.ingest.reader import FileState, ReadStats, read_session
 from lookback.ingest.scan import session_files
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi-sessions"
@@ -15,6 +21,43 @@ FIXTURES = Path(__file__).parent / "fixtures" / "pi-sessions"
 
 def fixture_path(name: str) -> Path:
     return FIXTURES / name
+
+
+def new_folder(path: Path) -> Path:
+    """``path``, created empty (a test's Lookback home, its project folder)."""
+    path.mkdir()
+    return path
+
+
+@contextmanager
+def tmpfs(point: Path, size: str) -> Iterator[Path]:
+    """A real tmpfs of ``size`` (``"16m"``) mounted at the new folder ``point`` for the
+    ``with`` block; the test is skipped where mounting is not allowed."""
+    import pytest  # the benchmarks import this module without the test extra
+
+    point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a {size} tmpfs here: {done.stderr.strip()}")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def read_all(path: Path, state: FileState | None = None
+             ) -> tuple[list[Event], FileState | None, ReadStats]:
+    """Every event of one read of ``path`` from ``state``, the state after it, its stats."""
+    stats = ReadStats()
+    batches = list(read_session(str(path), state, stats=stats))
+    events = [event for batch in batches for event in batch.events]
+    return events, (batches[-1].state if batches else state), stats
+
+
+def entries(events: list[Event]) -> dict[str, dict]:
+    """The entries among ``events``, by id."""
+    return {e.payload["entry"]["id"]: e.payload["entry"] for e in events if e.kind == "entry"}
 
 
 def index_paths(home: Path, *paths: Path) -> IngestReport:

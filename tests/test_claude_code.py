@@ -23,15 +23,12 @@ from lookback.index.tree import branch, context_entries
 from lookback.ingest.claude_code import FORMAT
 from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import (
-    FileState,
     HeaderPending,
     NotASession,
-    ReadStats,
-    read_session,
 )
 from lookback.query.search.reader import IndexReader
 from lookback.settings import load_settings
-from tests.support import fixture_path, index_paths
+from tests.support import entries, fixture_path, index_paths, read_all
 from tests.test_fuzz_ingest import assert_every_good_line_indexed, bad_lines, not_good_id, values
 
 PROJECT_DIR = Path(__file__).parent / "fixtures" / "claude-code" / "projects" / \
@@ -56,17 +53,6 @@ def by_text(path: Path, needle: str, kind: str = "user") -> dict:
 
 def boundaries(path: Path) -> list[dict]:
     return [o for o in lines_of(path) if o.get("subtype") == "compact_boundary"]
-
-
-def read_all(path: Path, state: FileState | None = None):
-    stats = ReadStats()
-    batches = list(read_session(str(path), state, stats=stats))
-    events = [event for batch in batches for event in batch.events]
-    return events, (batches[-1].state if batches else state), stats
-
-
-def entries(events) -> dict[str, dict]:
-    return {e.payload["entry"]["id"]: e.payload["entry"] for e in events if e.kind == "entry"}
 
 
 # -- reading ------------------------------------------------------------------------------------

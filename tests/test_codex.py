@@ -24,11 +24,10 @@ from lookback.index.layout import project_dir
 from lookback.index.tree import branch, context_entries, leaf_of
 from lookback.ingest import codex
 from lookback.ingest.pipeline import peek_header
-from lookback.ingest.reader import FileState, ReadStats, read_session
 from lookback.ingest.scan import default_codex_sessions_dir, default_session_roots
 from lookback.query.search.reader import IndexReader
 from lookback.settings import load_settings
-from tests.support import index_paths
+from tests.support import entries, index_paths, read_all
 from tests.test_fuzz_ingest import assert_every_good_line_indexed, bad_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "codex"
@@ -55,17 +54,6 @@ def item(path: Path, needle: str, role: str | None = "user", kind: str = "messag
                 and o["payload"].get("type") == kind
                 and (role is None or o["payload"].get("role") == role)
                 and needle in json.dumps(o["payload"]))
-
-
-def read_all(path: Path, state: FileState | None = None):
-    stats = ReadStats()
-    batches = list(read_session(str(path), state, stats=stats))
-    events = [event for batch in batches for event in batch.events]
-    return events, (batches[-1].state if batches else state), stats
-
-
-def entries(events) -> dict[str, dict]:
-    return {e.payload["entry"]["id"]: e.payload["entry"] for e in events if e.kind == "entry"}
 
 
 def requests(name: str) -> list[dict]:

@@ -14,7 +14,7 @@ from lookback.index.project import ProjectWriter
 from lookback.index.rebuild import rebuild
 from lookback.index.store import IndexFull, open_reader, read_meta
 from lookback.index.tree import branch, context_entries, leaf_of
-from tests.support import fixture_path, index_paths
+from tests.support import fixture_path, index_paths, tmpfs
 
 
 def reader_for(home, cwd):
@@ -244,18 +244,8 @@ def _long_session(path, repeats: int = 10):
 @pytest.fixture
 def small_disk(tmp_path):
     """A real size-limited filesystem (tmpfs); needs the right to mount."""
-    import subprocess
-
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "64m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.parametrize("share", [0.4, 0.6])

@@ -16,7 +16,7 @@ import pytest
 from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
 from lookback.index.store import defer_checkpoint
-from tests.support import fixture_path
+from tests.support import fixture_path, tmpfs
 
 SESSION = fixture_path("before-compaction.jsonl")
 CWD = "/Users/badlogic/workspaces/pi-mono"  # its header's
@@ -26,16 +26,8 @@ QUESTION = "why does unsubscribe clear the event listeners?"
 @pytest.fixture
 def mount(tmp_path):
     """A small tmpfs at ``tmp_path/ro``, remounted read-only by ``freeze()``."""
-    point = tmp_path / "ro"
-    point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(point)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "ro", "16m") as point:
         yield point
-    finally:
-        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
 def freeze(point: Path) -> None:

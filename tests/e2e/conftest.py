@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import new_folder
+
 from .harness import (
     PI_CLIENTS,
     FakeModelServer,
@@ -71,9 +73,7 @@ def run_pi(pi_runner: PiRunner) -> Callable[..., PiRun]:
 @pytest.fixture
 def project_dir(tmp_path: Path) -> Path:
     """The session's working directory (Pi runs there; it must exist)."""
-    project = tmp_path / "project"
-    project.mkdir()
-    return project
+    return new_folder(tmp_path / "project")
 
 
 @pytest.fixture

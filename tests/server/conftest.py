@@ -13,7 +13,7 @@ import pytest
 
 from lookback.server import ReaderApp, make_server
 from lookback.settings import Settings, load_settings
-from tests.support import index_paths
+from tests.support import index_paths, new_folder
 
 from .client import Client
 
@@ -51,9 +51,7 @@ def settings_for(home: Path, **values: Any) -> Settings:
 
 @pytest.fixture
 def project_cwd(tmp_path: Path) -> Path:
-    cwd = tmp_path / "project"
-    cwd.mkdir()
-    return cwd
+    return new_folder(tmp_path / "project")
 
 
 @pytest.fixture
