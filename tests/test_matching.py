@@ -5,9 +5,18 @@ Which terms a stored entry's text really contains.
 
 from __future__ import annotations
 
-from lookback.query.text.matching import Match, TermMatcher, find_literal
+import json
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lookback.query.text import matching
+from lookback.query.text.fts_query import token_spans
+from lookback.query.text.matching import Match, PhraseFinder, TermMatcher, find_literal
 from lookback.query.text.normalize import FoldedText, fold
 from lookback.query.text.terms import ERROR, IDENTIFIER, KEYWORD, PATH, PHRASE, Term, extract_terms
+from tests.support import fixture_path
 
 
 def find_keyword(text: str, keyword: str) -> int | None:
@@ -149,3 +158,85 @@ def test_positions_map_back_through_one_to_many_and_one_to_one_folds():
         original = folded.original_position(position)
         assert fold(text[original:original + len(word) + 1]).startswith(word[:3]), word
     assert text[folded.original_position(folded.folded.find("done")):].startswith("done")
+
+
+# -- PhraseFinder on texts that are not all ASCII -------------------------------------
+# A phrase the lower-cased text does not hold is looked for only around the text's
+# non-ASCII characters; the answer must be the whole text's tokens' (the finder with
+# MAX_NEAR_SHARE below zero reads every text whole, as it did before).
+
+def _whole_text_find(text: str, tokens: list[str]) -> int | None:
+    with mock.patch.object(matching, "MAX_NEAR_SHARE", -1.0):
+        return PhraseFinder(text).find(tokens)
+
+
+def _sequences(text: str) -> list[list[str]]:
+    """Token sequences of ``text`` (some cut at non-ASCII words), folded, plus absent ones."""
+    words = [token for _, _, token in token_spans(text)]
+    found = [["absentword"], ["resume"], ["naive", "cafe"]]
+    for size in (1, 2, 3):
+        step = max(1, len(words) // 40)
+        found.extend(words[i:i + size] for i in range(0, max(0, len(words) - size + 1), step))
+        found.extend(words[i:i + size] for i, word in enumerate(words)
+                     if not word.isascii() and i + size <= len(words))
+    return [sequence for sequence in found if sequence]
+
+
+def test_a_phrase_near_non_ascii_text_is_found_where_the_whole_texts_tokens_have_it():
+    texts = [
+        "see the naïve café   \n\n\t   résumé here, naive cafe later",
+        "x " * 400 + "Ångström unit " + "y " * 400 + "ångström",
+        "no accents nearby " * 50 + "then re\u0301sume\u0301 at last",
+        "a\u212a kelvin \u212avalue " + "filler " * 100 + "kvalue",
+        "emoji 🎉party time 🎉 party",
+        "中文 text with 漢字 and words " * 30,
+        "Perché_Not and perche_not " + "z " * 300 + "perché_not",
+        "long " + "-" * 2000 + " résumé " + "=" * 2000 + " writing",
+    ]
+    compared = 0
+    for text in texts:
+        for tokens in _sequences(text):
+            assert PhraseFinder(text).find(tokens) == _whole_text_find(text, tokens), (
+                text[:40], tokens)
+            compared += 1
+    assert compared > 200
+
+
+def test_phrase_finding_near_non_ascii_agrees_with_the_whole_text_on_real_text():
+    texts = [text for text in _fixture_texts() if not text.isascii()]
+    compared = 0
+    for text in texts:
+        for tokens in _sequences(text)[:60]:
+            with mock.patch.object(matching, "NEAR_CHARS", 8):  # windows widened often
+                assert PhraseFinder(text).find(tokens) == _whole_text_find(text, tokens), (
+                    text[:40], tokens)
+            compared += 1
+    assert len(texts) > 20 and compared > 1000
+
+
+_ALPHABET = "ab cé\u0301-_.\n\t€🎉漢\u212aKİ1"
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(alphabet=_ALPHABET, max_size=120),
+       picks=st.lists(st.integers(min_value=0, max_value=1000), min_size=1, max_size=3))
+def test_phrase_finding_near_non_ascii_agrees_with_the_whole_text(text, picks):
+    words = [token for _, _, token in token_spans(text)] or ["ab"]
+    start = picks[0] % len(words)
+    tokens = words[start:start + len(picks)]
+    with mock.patch.object(matching, "NEAR_CHARS", 2):  # windows widened often
+        assert PhraseFinder(text).find(tokens) == _whole_text_find(text, tokens)
+
+
+def _fixture_texts() -> list[str]:
+    texts = []
+    for name in ("before-compaction.jsonl", "large-session.jsonl"):
+        for line in fixture_path(name).read_text().splitlines():
+            content = json.loads(line).get("message", {}).get("content")
+            if isinstance(content, str):
+                texts.append(content)
+            elif isinstance(content, list):
+                texts.append("\n".join(block.get("text", "") for block in content
+                                       if isinstance(block, dict)
+                                       and isinstance(block.get("text"), str)))
+    return texts

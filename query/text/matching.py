@@ -128,6 +128,82 @@ def _find_form_lowered(lowered: str, stem: str) -> int | None:
     return None
 
 
+#: Every ASCII character but these separates tokens for unicode61 (``tokenchars '_'``),
+#: so a text cut next to one tokenizes as it does whole.
+_ASCII_TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_NON_ASCII = regex.compile(r"[^\x00-\x7f]+")
+#: Characters read on either side of a run of non-ASCII characters (see
+#: ``_find_near_non_ascii``), widened while they hold too few tokens; past
+#: ``MAX_NEAR_SHARE`` of the text, the whole text is tokenized instead.
+NEAR_CHARS, MAX_NEAR_SHARE = 160, 0.5
+
+
+def _find_near_non_ascii(text: str, tokens: Sequence[str]) -> tuple[bool, int | None]:
+    """Where ``tokens`` first occur in ``text`` when ``_find_lowered`` found them nowhere,
+    reading only the text around its non-ASCII characters: (True, position or None);
+    (False, None) when those parts are most of the text (the caller tokenizes it whole).
+
+    The same answer as the whole text's tokens (``_find_in_spans``): an occurrence whose
+    tokens, the separators between them and the character on either side are all ASCII
+    is one ``_find_lowered`` finds (for ASCII, its token characters and lower case are
+    unicode61's), so any other holds or touches a non-ASCII character. Each run of those
+    is read with enough text around it to hold ``len(tokens)`` whole tokens on either
+    side (or up to the text's ends), cut next to ASCII separators, where unicode61's
+    tokens are the whole text's; overlapping parts are read as one.
+    """
+    count, size = len(tokens), len(text)
+    runs: list[list[int]] = []  # [first non-ASCII, last non-ASCII + 1], close ones joined
+    for run in _NON_ASCII.finditer(text):
+        start, end = run.span()
+        if runs and start - runs[-1][1] <= NEAR_CHARS:
+            runs[-1][1] = end
+        else:
+            runs.append([start, end])
+    windows: list[tuple[int, int, list[tuple[int, int, str]] | None]] = []
+    budget, read = int(size * MAX_NEAR_SHARE), 0
+    for first, last in runs:
+        start, end, spans = _near_window(text, first, last, count)
+        read += end - start
+        if read > budget:
+            return False, None
+        if windows and start <= windows[-1][1]:  # overlapping: read as one part
+            read -= min(end, windows[-1][1]) - start
+            windows[-1] = (windows[-1][0], max(end, windows[-1][1]), None)
+        else:
+            windows.append((start, end, spans))
+    for start, end, spans in windows:
+        part = text[start:end]
+        found = _find_in_spans(part, token_spans(part) if spans is None else spans, tokens)
+        if found is not None:
+            return True, start + found
+    return True, None
+
+
+def _near_window(text: str, first: int, last: int, count: int
+                 ) -> tuple[int, int, list[tuple[int, int, str]]]:
+    """The part of ``text`` around ``text[first:last]`` with at least ``count`` whole
+    tokens before ``first`` and after ``last`` (or reaching the text's ends), cut at
+    ASCII separators, and its tokens."""
+    size, width = len(text), NEAR_CHARS
+    while True:
+        start, end = max(0, first - width), min(size, last + width)
+        while start > 0 and not _ascii_separator(text[start - 1]):
+            start -= 1
+        while end < size and not _ascii_separator(text[end]):
+            end += 1
+        before = len(text[start:first].encode("utf-8", "replace"))
+        after = before + len(text[first:last].encode("utf-8", "replace"))
+        spans = token_spans(text[start:end])
+        if (start == 0 or sum(1 for _, stop, _ in spans if stop <= before) >= count) and (
+                end == size or sum(1 for begin, _, _ in spans if begin >= after) >= count):
+            return start, end, spans
+        width *= 4
+
+
+def _ascii_separator(char: str) -> bool:
+    return char.isascii() and char not in _ASCII_TOKEN_CHARS
+
+
 class PhraseFinder:
     """Finds where folded phrases occur in one text, as FTS5 matches a phrase.
 
@@ -159,12 +235,16 @@ class PhraseFinder:
         found = None
         if self._lowered is not None:
             found = _find_lowered(self._lowered, tokens)
-        if found is None and not (self._lowered is not None and self.text.isascii()):
-            if self._spans is None:
-                self._spans = token_spans(self.text)
-                self._words = [token for _, _, token in self._spans]
-            found = _find_in_spans(self.text, self._spans, tokens, self._words)
-        return found
+            if found is not None or self.text.isascii():
+                return found
+            if self._spans is None:  # the whole text's tokens: not read yet
+                bounded, found = _find_near_non_ascii(self.text, tokens)
+                if bounded:
+                    return found
+        if self._spans is None:
+            self._spans = token_spans(self.text)
+            self._words = [token for _, _, token in self._spans]
+        return _find_in_spans(self.text, self._spans, tokens, self._words)
 
     def find_form(self, tokens: Sequence[str], prefix: str | None = None) -> int | None:
         """Where the same words occur in another form (their Porter stems), if anywhere;
