@@ -162,7 +162,7 @@ def _find_near_non_ascii(text: str, tokens: Sequence[str]) -> tuple[bool, int | 
     windows: list[tuple[int, int, list[tuple[int, int, str]] | None]] = []
     budget, read = int(size * MAX_NEAR_SHARE), 0
     for first, last in runs:
-        start, end, spans = _near_window(text, first, last, count)
+        start, end, near = _near_window(text, first, last, count)
         read += end - start
         if read > budget:
             return False, None
@@ -170,7 +170,7 @@ def _find_near_non_ascii(text: str, tokens: Sequence[str]) -> tuple[bool, int | 
             read -= min(end, windows[-1][1]) - start
             windows[-1] = (windows[-1][0], max(end, windows[-1][1]), None)
         else:
-            windows.append((start, end, spans))
+            windows.append((start, end, near))
     for start, end, spans in windows:
         part = text[start:end]
         found = _find_in_spans(part, token_spans(part) if spans is None else spans, tokens)
