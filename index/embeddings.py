@@ -38,7 +38,9 @@ from lookback.index.chunking import (
 from lookback.index.layout import project_dir
 from lookback.index.project import ProjectWriter
 from lookback.index.store import (
+    all_rows,
     driver_errors,
+    one_row,
     open_reader,
     read_meta,
     write_meta,
@@ -136,13 +138,13 @@ def decode(blobs: Sequence[bytes], dimensions: int) -> np.ndarray:
 def count_pending(connection: apsw.Connection, stamp: Stamp) -> int:
     """How many embeddable entries lack a current vector."""
     if not has_table(connection):
-        return connection.execute(f"SELECT count(*) FROM entries e WHERE {EMBEDDABLE}"
-                                  ).fetchone()[0]
+        return one_row(connection.execute(
+            f"SELECT count(*) FROM entries e WHERE {EMBEDDABLE}"))[0]
     current, params = stamp.sql()
-    return connection.execute(
+    return one_row(connection.execute(
         f"SELECT count(*) FROM entries e WHERE {EMBEDDABLE} AND NOT EXISTS ("
         f"SELECT 1 FROM embeddings v WHERE v.session_id = e.session_id AND "
-        f"v.entry_id = e.entry_id AND v.chunk = 0 AND {current})", params).fetchone()[0]
+        f"v.entry_id = e.entry_id AND v.chunk = 0 AND {current})", params))[0]
 
 
 def pending_entries(connection: apsw.Connection, stamp: Stamp, *, after_rowid: int = 0,
@@ -253,8 +255,9 @@ def _with_reader(path: Path | None, read: Callable[[apsw.Connection], T]) -> T:
         raise FileNotFoundError("the project has no index yet")
     connection = open_reader(path)
     try:
-        with connection:
-            return read(connection)
+        with connection:  # apsw types __exit__ as maybe swallowing; it never does
+            found = read(connection)
+        return found
     finally:
         connection.close()
 
@@ -274,9 +277,9 @@ def copy_embeddings(source: apsw.Connection, target: apsw.Connection,
     columns = ("session_id, entry_id, chunk, text_hash, model, dimensions, chunking_version, "
                "vector")
     while True:
-        rows = source.execute(
+        rows = all_rows(source.execute(
             f"SELECT {columns} FROM embeddings WHERE (session_id, entry_id, chunk) > (?, ?, ?) "
-            f"ORDER BY session_id, entry_id, chunk LIMIT ?", (*after, batch_rows)).fetchall()
+            f"ORDER BY session_id, entry_id, chunk LIMIT ?", (*after, batch_rows)))
         if not rows:
             return copied
         with target:

@@ -34,8 +34,10 @@ from lookback.index.project import WriterBusy, acquire_lock
 from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
 from lookback.index.store import (
     IndexUnavailable,
+    all_rows,
     driver_errors,
     needs_rebuild,
+    one_row,
     open_reader,
     open_writer,
     read_meta,
@@ -150,14 +152,13 @@ def _copy_events(source: apsw.Connection, target: apsw.Connection, *, done: int,
 
     Returns how many this call copied; ``done`` (copied before) only feeds progress.
     """
-    total = source.execute("SELECT count(*) FROM events").fetchone()[0]
+    total = one_row(source.execute("SELECT count(*) FROM events"))[0]
     last = int(read_meta(target, "applied_seq") or 0)
     copied = 0
     while True:
-        rows = source.execute(
+        rows = all_rows(source.execute(
             "SELECT seq, kind, session_id, payload, source_id, created_at FROM events "
-            "WHERE seq > ? ORDER BY seq LIMIT ?", (last, BATCH_EVENTS),
-        ).fetchall()
+            "WHERE seq > ? ORDER BY seq LIMIT ?", (last, BATCH_EVENTS)))
         if not rows:
             return copied
         with target:
@@ -181,7 +182,7 @@ def _copy_state(source: apsw.Connection, target: apsw.Connection) -> None:
             "INSERT INTO files(path, session_id, state, updated_at) VALUES (?, ?, ?, ?)",
             source.execute("SELECT path, session_id, state, updated_at FROM files").fetchall(),
         )
-        for key, value in source.execute("SELECT key, value FROM meta").fetchall():
+        for key, value in all_rows(source.execute("SELECT key, value FROM meta")):
             if key not in _VERSION_KEYS and key != "applied_seq":
                 write_meta(target, key, value)
         write_meta(target, "schema_version", SCHEMA_VERSION)

@@ -16,6 +16,8 @@ from lookback.index.schema import SCHEMA_VERSION, TOKENIZER_VERSION
 from lookback.index.store import (
     IndexReadOnly,
     IndexUnavailable,
+    all_rows,
+    one_row,
     open_reader,
     read_meta,
     read_only_folder,
@@ -57,16 +59,16 @@ def _status(project: ProjectDir) -> dict[str, Any]:
         return {"project": project.name, "state": "missing"}
     connection = open_reader(path)
     try:
-        sessions, last = connection.execute(
-            "SELECT count(*), max(updated_at) FROM sessions").fetchone()
-        entries = connection.execute("SELECT count(*) FROM entries").fetchone()[0]
-        by_type = dict(connection.execute(
-            "SELECT type, count(*) FROM entries GROUP BY type ORDER BY type").fetchall())
-        meta = dict(connection.execute("SELECT key, value FROM meta").fetchall())
+        sessions, last = one_row(connection.execute(
+            "SELECT count(*), max(updated_at) FROM sessions"))
+        entries = one_row(connection.execute("SELECT count(*) FROM entries"))[0]
+        by_type: dict[str, int] = dict(all_rows(connection.execute(
+            "SELECT type, count(*) FROM entries GROUP BY type ORDER BY type")))
+        meta: dict[str, str] = dict(all_rows(connection.execute("SELECT key, value FROM meta")))
         # ``tokens`` first: length() (which reads the text) runs only on the longest
-        cut = connection.execute(
+        cut = one_row(connection.execute(
             "SELECT count(*) FROM entries WHERE tokens >= ? AND length(text) >= ?",
-            (estimate_tokens("x" * MAX_TEXT_CHARS), MAX_TEXT_CHARS)).fetchone()[0]
+            (estimate_tokens("x" * MAX_TEXT_CHARS), MAX_TEXT_CHARS)))[0]
     finally:
         connection.close()
     size = sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal")
@@ -106,14 +108,14 @@ def recent_sessions(project: ProjectDir, limit: int = 5, *,
     try:
         # The latest sessions first, then each one's file: the files table is scanned
         # ``limit`` times, not once per session of the project.
-        rows = connection.execute(
+        rows = all_rows(connection.execute(
             "WITH latest AS (SELECT session_id, entry_count, updated_at FROM sessions"
             "   ORDER BY updated_at DESC LIMIT ?)"
             " SELECT l.session_id, l.entry_count, l.updated_at, f.path, f.state"
             " FROM latest AS l LEFT JOIN files AS f ON f.rowid = ("
             "   SELECT rowid FROM files WHERE session_id = l.session_id"
             "   ORDER BY updated_at DESC LIMIT 1)"
-            " ORDER BY l.updated_at DESC", (limit,)).fetchall()
+            " ORDER BY l.updated_at DESC", (limit,)))
     finally:
         connection.close()
     return [_lag(session_id, entries, indexed_at, file, state, now)

@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import apsw
@@ -371,6 +372,22 @@ def defer_checkpoint(connection: apsw.Connection) -> None:
 def read_meta(connection: apsw.Connection, key: str) -> str | None:
     row = connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
     return None if row is None else row[0]
+
+
+def one_row(cursor: apsw.Cursor) -> Any:
+    """The row of a query that always returns one (an aggregate such as ``count(*)``, or
+    a row the caller has just written); apsw types ``fetchone`` as maybe no row."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("the query returned no row")
+    return row
+
+
+def all_rows(cursor: apsw.Cursor) -> list[Any]:
+    """Every row of ``cursor``, typed as apsw types a row read by iterating a cursor: its
+    columns are what the SQL makes them, which the caller names (``fetchall``'s rows are
+    tuples of any SQLite value, one cast per column read)."""
+    return list(cursor)
 
 
 def write_meta(connection: apsw.Connection, key: str, value: object) -> None:

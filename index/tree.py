@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import apsw
 
+from lookback.index.store import one_row
+
 _PATH_SQL = """
 WITH RECURSIVE path(rid, entry_id, parent_id, type, first_kept_id, seq, kept_ids, depth) AS (
     SELECT rowid, entry_id, parent_id, type, first_kept_id, seq, kept_ids, 0
@@ -113,7 +115,6 @@ def _selected(path: list[PathEntry]) -> list[PathEntry]:
 
 
 def _entry_count(connection: apsw.Connection, session_id: str) -> int:
-    row = connection.execute(
-        "SELECT count(*) FROM entries WHERE session_id = ?", (session_id,)
-    ).fetchone()
+    row = one_row(connection.execute(
+        "SELECT count(*) FROM entries WHERE session_id = ?", (session_id,)))
     return int(row[0]) + 1

@@ -26,7 +26,7 @@ from typing import Any
 import apsw
 
 from lookback.index.schema import SCHEMA_VERSION
-from lookback.index.store import read_meta, write_meta, write_transaction
+from lookback.index.store import one_row, read_meta, write_meta, write_transaction
 from lookback.index.tokens import estimate_tokens  # one estimate for index and budgets
 from lookback.ingest import jsonio
 from lookback.ingest.events import Event, EventError
@@ -192,10 +192,9 @@ def _apply_entry(connection: apsw.Connection, event: Event, now: float,
     connection.execute(_INSERT_ENTRY + " ON CONFLICT(session_id, entry_id) DO NOTHING", values)
     added = connection.changes()
     if not added:  # a reused id: last write wins
-        old_rowid, old_text = connection.execute(
+        old_rowid, old_text = one_row(connection.execute(
             "SELECT rowid, text FROM entries WHERE session_id = ? AND entry_id = ?",
-            (event.session_id, entry["id"]),
-        ).fetchone()
+            (event.session_id, entry["id"])))
         _fts_delete(connection, old_rowid, old_text)
         connection.execute("DELETE FROM entries WHERE rowid = ?", (old_rowid,))
         connection.execute(_INSERT_ENTRY, values)

@@ -28,6 +28,7 @@ from typing import Any
 
 import apsw
 
+from lookback.index.store import all_rows
 from lookback.settings import DEFAULTS
 
 MANIFEST_DIR = "manifests"
@@ -259,9 +260,9 @@ class ManifestStore:
             if connection is None:
                 return []
             try:
-                rows = connection.execute(
+                rows = all_rows(connection.execute(
                     f"SELECT record FROM manifest WHERE {where} ORDER BY id DESC LIMIT ?",
-                    (*values, self.keep)).fetchall()[::-1]
+                    (*values, self.keep)))[::-1]
             except apsw.SQLError:  # file created but table not yet there
                 return []
         return [json.loads(row[0]) for row in rows]

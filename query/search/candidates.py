@@ -35,6 +35,7 @@ from typing import Any
 import apsw
 
 from lookback.index.memo import Memo
+from lookback.index.store import all_rows, one_row
 from lookback.index.tree import PathEntry
 from lookback.query.text.fts_query import FtsQuery, build_phrase_query
 from lookback.query.text.matching import find_literal
@@ -134,8 +135,10 @@ def prepare(connection: apsw.Connection) -> None:
     """Register the verification functions on ``connection`` (once per connection)."""
     if connection in _PREPARED:
         return
-    connection.register_fts5_function("lookback_phrases", _phrases)
-    connection.create_scalar_function("lookback_literals", _literals, 2, deterministic=True)
+    # apsw's stubs want functions of any arity; SQL calls these with the arity given
+    connection.register_fts5_function("lookback_phrases", _phrases)  # type: ignore[arg-type]
+    connection.create_scalar_function("lookback_literals", _literals, 2,  # type: ignore[arg-type]
+                                      deterministic=True)
     _PREPARED.add(connection)
 
 
@@ -247,7 +250,7 @@ def selective_expression(connection: apsw.Connection, query: FtsQuery,
     if len(query.phrases) <= keep:
         return None
     if cap is None:  # the largest rowid: the index's size, without counting its rows
-        (last,) = connection.execute("SELECT max(rowid) FROM entries").fetchone()
+        (last,) = one_row(connection.execute("SELECT max(rowid) FROM entries"))
         cap = max(COMMON_ROWS, (last or 0) // COMMON_SHARE)
     stamp = _stamp(connection)
     counted = [_capped_rows(connection, stamp, phrase, cap) for phrase in query.phrases]
@@ -317,9 +320,9 @@ def _token_rows(connection: apsw.Connection, stamp: tuple[str, object] | None, t
     if found is None:
         prefix = token.endswith("*")  # tokens never hold a star: the tokenizer cuts there
         word = token[:-1] if prefix else token
-        (count,) = connection.execute(
+        (count,) = one_row(connection.execute(
             "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?",
-            ('"' + word.replace('"', '""') + '"' + ("*" if prefix else ""),)).fetchone()
+            ('"' + word.replace('"', '""') + '"' + ("*" if prefix else ""),)))
         found = (count, token.isascii())
         if key is not None:
             _COUNTS.put(key, found)
@@ -343,9 +346,9 @@ def _capped_rows(connection: apsw.Connection, stamp: tuple[str, object] | None,
     key = None if stamp is None else (*stamp, "capped", phrase, cap)
     rows = None if key is None else _COUNTS.get(key)
     if rows is None:
-        (rows,) = connection.execute(
+        (rows,) = one_row(connection.execute(
             "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? "
-            "LIMIT ?)", (phrase, cap)).fetchone()
+            "LIMIT ?)", (phrase, cap)))
         if key is not None:
             _COUNTS.put(key, rows)
     return rows
@@ -432,7 +435,7 @@ def count_fts(connection: apsw.Connection, fts_query: str, scope: Scope) -> int:
     where, params = scope.where()
     join = " JOIN entries AS e ON e.rowid = entries_fts.rowid" if scope.needs_entries else ""
     sql = f"SELECT count(*) FROM entries_fts{join} WHERE entries_fts MATCH ? AND {where}"
-    return connection.execute(sql, [fts_query, *params]).fetchone()[0]
+    return one_row(connection.execute(sql, [fts_query, *params]))[0]
 
 
 @dataclass(frozen=True)
@@ -457,11 +460,10 @@ def session_state(connection: apsw.Connection, session_id: str) -> SessionState 
 def entries_for(connection: apsw.Connection, session_id: str,
                 entry_ids: Sequence[str]) -> list[PathEntry]:
     """The indexed entries among caller-given ids (ids the index lacks are skipped)."""
-    rows = connection.execute(
+    rows = all_rows(connection.execute(
         "SELECT rowid, entry_id, type, first_kept_id, seq, kept_ids FROM entries "
         "WHERE session_id = ? AND entry_id IN (SELECT value FROM json_each(?))",
-        (session_id, json.dumps(list(entry_ids))),
-    ).fetchall()
+        (session_id, json.dumps(list(entry_ids)))))
     return [PathEntry.of_row(*row) for row in rows]
 
 

@@ -25,7 +25,7 @@ import apsw
 from lookback.errors import NotFound
 from lookback.index.layout import ProjectDir, find_project, project_dir
 from lookback.index.memo import Memo
-from lookback.index.store import IndexUnavailable
+from lookback.index.store import IndexUnavailable, one_row
 from lookback.index.tree import PathEntry, branch
 from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import DEFAULT_MAX_LINE_BYTES, HeaderPending
@@ -180,9 +180,9 @@ class IndexReader:
         try:
             path = self._index_path(project)
             with self.pool.connection(project.name, path) as connection:
-                applied, embedded = connection.execute(
+                applied, embedded = one_row(connection.execute(
                     "SELECT (SELECT value FROM meta WHERE key = 'applied_seq'),"
-                    " (SELECT value FROM meta WHERE key = 'embeddings_seq')").fetchone()
+                    " (SELECT value FROM meta WHERE key = 'embeddings_seq')"))
         except (LookupError, IndexUnavailable, OSError):
             return None
         return str(path), int(applied or 0), int(embedded or 0)

@@ -40,7 +40,7 @@ import numpy as np
 from lookback.embedders.port import EmbeddingError, EmbeddingPort
 from lookback.embedders.registry import get_embedder, is_loaded
 from lookback.index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
-from lookback.index.store import read_meta
+from lookback.index.store import all_rows, read_meta
 from lookback.query.search.answers import Diagnostics
 from lookback.query.search.candidates import Row, Scope, rows_by_rowid
 from lookback.query.search.ranking import (
@@ -150,11 +150,11 @@ def session_vectors(connection: apsw.Connection, index_file: str, session_id: st
 
 def _load(connection: apsw.Connection, session_id: str, stamp: Stamp) -> SessionVectors:
     current, params = stamp.sql()
-    rows = connection.execute(
+    rows = all_rows(connection.execute(
         f"SELECT e.rowid, v.vector FROM embeddings v JOIN entries e ON "
         f"e.session_id = v.session_id AND e.entry_id = v.entry_id "
         f"WHERE v.session_id = ? AND {EMBEDDABLE} AND {current} ORDER BY e.rowid, v.chunk",
-        [session_id, *params]).fetchall()
+        [session_id, *params]))
     embeddable = frozenset(row[0] for row in connection.execute(
         f"SELECT e.rowid FROM entries e WHERE e.session_id = ? AND {EMBEDDABLE}", (session_id,)))
     return SessionVectors(

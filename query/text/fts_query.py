@@ -32,8 +32,10 @@ from __future__ import annotations
 import os.path
 import shlex
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 
 import apsw
 
@@ -64,7 +66,10 @@ class _Tokenizer:
         data = text.encode("utf-8", "replace")  # lone surrogates become "?", a separator
         with self._lock:
             found = self._tokenize(data, reason, None, include_colocated=False)
-        return [(start, end, token) for start, end, token in found]
+        # apsw types the result for every include_* choice; offsets on, colocated off,
+        # each item is (start, end, token)
+        return [(start, end, token)
+                for start, end, token in cast("Iterable[tuple[int, int, str]]", found)]
 
 
 _TOKENIZER = _Tokenizer(WORD_TOKENIZE)
