@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from lookback.api import retrieve, search
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
+from lookback.query.search import candidates
 from lookback.query.search.candidates import rarity
 from lookback.query.search.reader import IndexReader
 from lookback.settings import load_settings
@@ -69,6 +71,28 @@ def test_rarity_comes_from_the_index_counts(home, conversation):
     assert once == 1.0  # in one row: the most informative a match can be
     assert 0 < most < few < once
     assert rarity(connection, ['"nowhere"']) == [1.0]  # no row: as rare as one
+
+
+def test_the_vocabulary_counts_are_fts5s_own_counts_of_each_token(home, conversation):
+    """rarity counts a message's new tokens in one read of FTS5's vocabulary: the
+    numbers are the per-token ``count(*) ... MATCH`` the weights are defined by, for
+    stemmed words, word forms, case, accents and tokens no row holds."""
+    connection = open_reader(project_dir(home, CWD).index_path())
+    tokens = ["camping", "Camping", "camped", "Caroline", "kids", "kid", "classes",
+              "weekend", "lake", "résumé", "nowhere", "the", "tell", "39"]
+    phrases = [f'"{token}"' for token in tokens]
+    expected = [connection.execute("SELECT count(*) FROM entries_fts WHERE entries_fts "
+                                   "MATCH ?", (phrase,)).fetchone()[0] for phrase in phrases]
+    assert sum(count > 1 for count in expected) > 5
+    candidates._COUNTS.clear()
+    weights = rarity(connection, phrases)  # counted here through the vocabulary
+    assert candidates._VOCABS.get(connection) is True
+    stamp = candidates._stamp(connection)
+    assert [candidates._COUNTS.get((*stamp, token.casefold()))[0] for token in tokens] == \
+        expected
+    candidates._COUNTS.clear()
+    with mock.patch.object(candidates, "_vocab", lambda connection: False):
+        assert rarity(connection, phrases) == weights  # each counted by count(*)
 
 
 @pytest.mark.parametrize("path", ["retrieve", "search"])
