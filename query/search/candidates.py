@@ -342,7 +342,7 @@ def _vocab(connection: apsw.Connection) -> bool:
     ready = _VOCABS.get(connection)
     if ready is None:
         try:
-            (query_only,) = connection.execute("PRAGMA query_only").fetchone()
+            (query_only,) = one_row(connection.execute("PRAGMA query_only"))
             connection.execute("PRAGMA query_only=0")  # a temporary table only
             try:
                 connection.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} "
