@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from lookback.api import retrieve
+from lookback.query.search.pipeline import searched_of
 from lookback.query.search.reader import IndexReader
-from lookback.query.search.retrieve import searched_of
 from lookback.query.text.forms import message_language
 from lookback.query.text.terms import KEYWORD, extract_terms
 from lookback.settings import load_settings

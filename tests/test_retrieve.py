@@ -359,7 +359,7 @@ def test_a_fake_end_marker_in_the_text_stays_inside_the_json_string(home, ask, t
 def test_exact_search_failure_disables_and_fts_failure_warns(indexed, ask, monkeypatch):
     import apsw
 
-    import lookback.query.search.retrieve as pipeline
+    import lookback.query.search.pipeline as pipeline
 
     def broken(*args, **kwargs):
         raise apsw.SQLError("simulated")
@@ -371,6 +371,39 @@ def test_exact_search_failure_disables_and_fts_failure_warns(indexed, ask, monke
     monkeypatch.setattr(pipeline, "literal_search", broken)
     response = ask(BEFORE, "`AppMessage`")
     assert response["status"] == "disabled" and response["evidence"] == []
+
+
+def test_history_search_fails_as_retrieval_does(indexed, monkeypatch):
+    """One failure handling for every caller of the steps (``query.search.pipeline``): a
+    failed FTS step leaves history search its literal matches and a warning; a failed
+    literal search disables it."""
+    import apsw
+
+    import lookback.query.search.pipeline as pipeline
+    from lookback.api import search
+
+    settings = load_settings({"home": str(indexed)}, environ={})
+    reader = IndexReader(indexed)
+
+    def ask():
+        return search({"text": "`AppMessage`", "scope": "project",
+                       "session_file": str(BEFORE)}, settings=settings, reader=reader)
+
+    healthy = ask()
+    assert healthy["status"] == "ok" and healthy["results"] and "warnings" not in healthy
+
+    def broken(*args, **kwargs):
+        raise apsw.SQLError("simulated")
+
+    monkeypatch.setattr(pipeline, "fts_search", broken)
+    response = ask()
+    assert response["status"] == "ok" and response["results"]
+    assert all("exact identifier `AppMessage` +100" in result["reasons"]
+               for result in response["results"])
+    assert any("FTS search failed" in w for w in response["warnings"])
+    monkeypatch.setattr(pipeline, "literal_search", broken)
+    response = ask()
+    assert response["status"] == "disabled" and response["results"] == []
 
 
 def test_the_reader_never_loads_redis_or_dramatiq(indexed):

@@ -18,14 +18,13 @@ import pytest
 from lookback.index.schema import FTS_TOKENIZE
 from lookback.query.search.candidates import (
     SELECTIVE_PHRASES,
-    Row,
-    Scope,
     count_fts,
     fts_search,
     prepare,
     selective_expression,
 )
-from lookback.query.search.retrieve import Searched, matches_of, merge_candidates
+from lookback.query.search.pipeline import matches_of, merge_candidates
+from lookback.query.search.types import Row, Scope, Searched
 from lookback.query.text.fts_query import (
     build_phrase_query,
     folded_tokens,

@@ -1,7 +1,8 @@
 """Search: the retrieval pipeline over one project's committed index.
 
-Reading indexes (connections, memos), candidate SQL, ranking, automatic retrieval,
-explicit history search, and the wire contract's request and answer types.
+Reading indexes (connections, memos), the steps' shared types (``types``), candidate
+SQL, ranking, the steps themselves (``pipeline``), automatic retrieval, explicit history
+search, and the wire contract's request and answer types.
 
 The public API is ``_EXPORTS`` below (the rule is in ``lookback.query``'s docstring).
 """
@@ -33,8 +34,10 @@ _EXPORTS = {
     "pin": "request",
     "encode_request": "request",
     "optional_text": "request",
-    "Row": "candidates",
-    "Scope": "candidates",
+    "Row": "types",
+    "Scope": "types",
+    "Searched": "types",
+    "Ranked": "types",
     "rows_by_rowid": "candidates",
     "Diagnostics": "answers",
     "RetrieveAnswer": "answers",
@@ -55,7 +58,6 @@ _EXPORTS = {
     "Answer": "answers",
     "encode_answer": "answers",
     "answer_dict": "answers",
-    "Ranked": "ranking",
     "FTS_MATCH": "ranking",
     "ACTIVE_BRANCH": "ranking",
     "AUTHORITY": "ranking",

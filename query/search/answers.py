@@ -214,7 +214,7 @@ class SearchAnswer(_Frozen, frozen=True, kw_only=True):
     query: dict[str, list[str]]
     results: list[SearchResult]
     excluded: list[Withheld]
-    warnings: list[str] | UnsetType = UNSET  # ``disabled`` only
+    warnings: list[str] | UnsetType = UNSET  # ``disabled``, or ``ok`` after a failed FTS step
 
 
 class SourceEntry(_Frozen, frozen=True):

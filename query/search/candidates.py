@@ -29,7 +29,7 @@ import json
 import math
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
@@ -37,10 +37,10 @@ import apsw
 from lookback.index.memo import Memo
 from lookback.index.store import all_rows, one_row
 from lookback.index.tree import PathEntry
+from lookback.query.search.types import LITERAL_SEPARATOR, Literals, Row, Scope
 from lookback.query.text.fts_query import FtsQuery, build_phrase_query, stemmed_phrase
 from lookback.query.text.matching import find_literal
 
-MAX_RANGES = 64
 #: A query of more phrases is searched by its rarest ``SELECTIVE_PHRASES`` (see
 #: ``selective_expression``); a phrase in ``COMMON_ROWS`` rows, or in
 #: ``1/COMMON_SHARE`` of the index if that is more, is common.
@@ -50,85 +50,6 @@ COMMON_ROWS, COMMON_SHARE = 100, 1000
 #: Everything but the text: it is read only for rows that need it (see load_texts).
 COLUMNS = ("e.rowid, e.session_id, e.entry_id, e.seq, e.type, e.role, e.timestamp,"
            " e.ts_ms, e.text_hash, e.tokens")
-#: Separates the literal terms packed into one SQL parameter (never inside a term:
-#: control characters are blanked by term extraction).
-_LITERAL_SEPARATOR = "\x1f"
-
-
-@dataclass
-class Row:
-    rowid: int
-    session_id: str
-    entry_id: str
-    seq: int
-    type: str
-    role: str | None
-    timestamp: str | None
-    ts_ms: int | None
-    text_hash: str | None
-    tokens: int
-    text: str | None = None  # loaded on demand by load_texts
-    bm25: float | None = None
-    fts_rank: int | None = None
-    #: Bit i: the row matches phrase i of the query (FTS5, folded, whole tokens).
-    phrases: int = 0
-    #: Bit i: the row holds literal term i of ``Literals`` as written, not glued.
-    literals: int = 0
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Which rows a search may return: a rowid set, a whole session, or everything."""
-
-    rowids: frozenset[int] | None = None  # None: not restricted to a rowid set
-    session_id: str | None = None  # with rowids None: the whole session
-    _sql: list = field(default_factory=list, compare=False, repr=False)
-
-    @classmethod
-    def of_rows(cls, rowids: Iterable[int]) -> Scope:
-        return cls(rowids=frozenset(rowids))
-
-    def where(self, fts: str = "entries_fts", entries: str = "e") -> tuple[str, list[object]]:
-        """The WHERE clause (on the FTS rowid where possible) and its parameters."""
-        if not self._sql:
-            self._sql.append(self._build())
-        clause, params = self._sql[0]
-        return clause.format(fts=fts, e=entries), list(params)
-
-    def _build(self) -> tuple[str, list[object]]:
-        if self.rowids is None:
-            if self.session_id is None:
-                return "{e}.eligible = 1", []
-            return "{e}.eligible = 1 AND {e}.session_id = ?", [self.session_id]
-        if not self.rowids:
-            return "0", []
-        ranges = runs(sorted(self.rowids))
-        envelope = "{fts}.rowid BETWEEN ? AND ?"
-        bounds: list[object] = [ranges[0][0], ranges[-1][1]]
-        if len(ranges) == 1:
-            return envelope, bounds
-        if len(ranges) <= MAX_RANGES:
-            clause = " OR ".join("{fts}.rowid BETWEEN ? AND ?" for _ in ranges)
-            return f"{envelope} AND ({clause})", bounds + [v for pair in ranges for v in pair]
-        listed = json.dumps(sorted(self.rowids))
-        return f"{envelope} AND {{fts}}.rowid IN (SELECT value FROM json_each(?))", [
-            *bounds, listed]
-
-    @property
-    def needs_entries(self) -> bool:
-        """True when the clause filters on ``entries`` columns (session/eligible)."""
-        return self.rowids is None
-
-
-def runs(numbers: list[int]) -> list[tuple[int, int]]:
-    """Runs of consecutive numbers: [1, 2, 3, 7, 8] → [(1, 3), (7, 8)]."""
-    ranges: list[tuple[int, int]] = []
-    for number in numbers:
-        if ranges and number == ranges[-1][1] + 1:
-            ranges[-1] = (ranges[-1][0], number)
-        else:
-            ranges.append((number, number))
-    return ranges
 
 
 def prepare(connection: apsw.Connection) -> None:
@@ -158,21 +79,10 @@ def _literals(text: str | None, packed: str) -> int:
     if not text:
         return 0
     mask = 0
-    for number, literal in enumerate(packed.split(_LITERAL_SEPARATOR)):
+    for number, literal in enumerate(packed.split(LITERAL_SEPARATOR)):
         if literal in text and find_literal(text, literal) is not None:
             mask |= 1 << number
     return mask
-
-
-@dataclass(frozen=True)
-class Literals:
-    """The literal terms of a query, numbered as ``Row.literals`` bits."""
-
-    texts: tuple[str, ...]
-
-    @property
-    def packed(self) -> str:
-        return _LITERAL_SEPARATOR.join(self.texts)
 
 
 def literal_search(connection: apsw.Connection, literal: str, scope: Scope,

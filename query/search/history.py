@@ -1,7 +1,9 @@
 """Explicit history search: the opt-in tool for people and agents.
 
-Same term extraction, searches, verification and ranking as automatic retrieval,
-but the caller chooses the scope: ``branch`` (default: the current branch, live
+The same steps as automatic retrieval (``query.search.pipeline``: terms, searches,
+verification, ranking, deduplication, excerpts) with the same failure handling (a
+failed FTS step leaves the literal matches and a warning), but the caller chooses the
+scope: ``branch`` (default: the current branch, live
 context included), ``session`` (every branch of the session) or ``project`` (every
 session of the project). Automatic retrieval never widens its scope; only this
 explicit call does. A request naming only a project searches from its most recently
@@ -20,11 +22,11 @@ from typing import Any
 
 import apsw
 import msgspec
+from msgspec import UNSET
 
 from lookback.index.store import IndexUnavailable
 from lookback.index.tree import branch as leaf_branch
 from lookback.index.tree import leaf_of
-from lookback.query.context.evidence import excerpt
 from lookback.query.privacy.policy import PrivacyPolicy
 from lookback.query.search.answers import (
     Diagnostics,
@@ -34,36 +36,16 @@ from lookback.query.search.answers import (
     SourceEntry,
     Withheld,
 )
-from lookback.query.search.candidates import (
-    Scope,
-    Source,
-    entries_for,
-    load_texts,
-    source_entry,
-)
-from lookback.query.search.ranking import Ranked
+from lookback.query.search.candidates import Source, entries_for, load_texts, source_entry
+from lookback.query.search.pipeline import INELIGIBLE_WITH_TEXT, quote, rank, searched_of, times_of
 from lookback.query.search.reader import IndexReader, NotIndexed, SessionView
-from lookback.query.search.request import (
-    SearchRequest,
-    SourceRequest,
-)
-from lookback.query.search.retrieve import (
-    FTS_POOL,
-    INELIGIBLE_WITH_TEXT,
-    LITERAL_POOL,
-    Searched,
-    deduplicate,
-    find_candidates,
-    first_position,
-    term_rarity,
-    times_of,
-    verify_and_rank,
-)
+from lookback.query.search.request import SearchRequest, SourceRequest
+from lookback.query.search.types import Ranked, Scope, Searched
 from lookback.query.text.dates import TimeSpan
-from lookback.query.text.terms import extract_terms
 
-#: The characters quoted of the entry and of each neighbour.
-SOURCE_CHARS, NEIGHBOUR_CHARS = 20_000, 4_000
+#: The characters quoted of a search result, of the entry ``source`` reads and of each
+#: of its neighbours.
+RESULT_CHARS, SOURCE_CHARS, NEIGHBOUR_CHARS = 1200, 20_000, 4_000
 
 
 class HistorySearch:
@@ -74,15 +56,16 @@ class HistorySearch:
     def search(self, request: SearchRequest) -> SearchAnswer:
         """History search for a decoded request (``request.parse_search``)."""
         when = times_of(request.text, request.message_time_ms)
-        searched = Searched.of(extract_terms(request.text))
+        searched = searched_of(request.text)
         terms = searched.terms
         if not terms.has_topic:
             return SearchAnswer(status="no-query", query={}, results=[], excluded=[])
         branch_ids = None if request.branch_ids is None else list(request.branch_ids)
+        diagnostics = Diagnostics()
         try:
             with self.reader.session(**request.names.as_dict()) as view:
                 chosen = self._ranked(view, searched, request.scope, request.max_results,
-                                      request.leaf_id, branch_ids, when)
+                                      request.leaf_id, branch_ids, diagnostics, when)
         except (NotIndexed, OSError):
             return SearchAnswer(status="not-indexed", query=terms.by_kind(), results=[],
                                 excluded=[])
@@ -97,13 +80,15 @@ class HistorySearch:
                             scope=request.scope,  # type: ignore[arg-type]  # parse_search's
                             query=terms.by_kind(),
                             results=msgspec.convert(shown, list[SearchResult]),
-                            excluded=msgspec.convert(excluded, list[Withheld]))
+                            excluded=msgspec.convert(excluded, list[Withheld]),
+                            # a failed FTS step: the literal matches only, and why
+                            warnings=list(diagnostics.warnings) or UNSET)
 
     def _ranked(self, view: SessionView, searched: Searched, scope_name: str, limit: int,
-                leaf_id: str | None,
-                branch_ids: list[str] | None, when: tuple[TimeSpan, ...] = ()
-                ) -> list[Ranked]:
-        """Search, verify, rank and deduplicate inside the open read transaction.
+                leaf_id: str | None, branch_ids: list[str] | None,
+                diagnostics: Diagnostics, when: tuple[TimeSpan, ...] = ()) -> list[Ranked]:
+        """The pipeline's steps (``pipeline.rank``) inside the open read transaction, over
+        the scope the caller chose.
 
         Each item knows whether its row is on the caller's branch (the session's
         own entries on it, by session and entry id: ids repeat across sessions); its
@@ -116,13 +101,11 @@ class HistorySearch:
         else:
             scope, on_branch = self._scope(connection, view.path, view.session_id, scope_name,
                                            leaf_id)
-        rows, fts_hits = find_candidates(connection, searched, scope, LITERAL_POOL, FTS_POOL)
         session_id = view.session_id
-        ranked = verify_and_rank(
-            rows, searched, None, fts_hits, Diagnostics(),
+        chosen = rank(
+            connection, searched, scope, diagnostics,
             on_branch=lambda row: row.session_id == session_id and row.entry_id in on_branch,
-            rarity=term_rarity(connection, searched), when=when)
-        chosen = deduplicate(ranked)[:limit]
+            when=when)[:limit]
         load_texts(connection, (item.row for item in chosen))
         return chosen
 
@@ -157,7 +140,7 @@ class HistorySearch:
         rows = [*earlier, row, *later]
         entries = [{"entry_id": r.entry_id, "session_id": r.session_id, "type": r.type,
                     "role": r.role, "timestamp": r.timestamp,
-                    "excerpt": excerpt(r.text, 0, SOURCE_CHARS if r is row else NEIGHBOUR_CHARS)}
+                    "excerpt": quote(r.text, (), SOURCE_CHARS if r is row else NEIGHBOUR_CHARS)}
                    for r in rows]
         # One gate call: each row judged on its whole text, withheld ones listed (no text).
         shown, excluded = self.policy.apply(entries, request.provider,
@@ -233,8 +216,7 @@ def _given_branch(connection: apsw.Connection, session_id: str, scope_name: str,
 
 def _result(item: Ranked) -> dict[str, Any]:
     row = item.row
-    first = first_position(row.text or "", item.matches)
     return {"entry_id": row.entry_id, "session_id": row.session_id, "role": row.role,
             "timestamp": row.timestamp, "tier": item.tier, "score": item.score,
             "reasons": item.reasons, "on_branch": item.on_branch,
-            "excerpt": excerpt(row.text or "", first, 1200)}
+            "excerpt": quote(row.text, item.matches, RESULT_CHARS)}

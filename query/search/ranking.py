@@ -24,9 +24,8 @@ weight (40 x rarity, rarity 0.55 or more).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
-from lookback.query.search.candidates import Row
+from lookback.query.search.types import Ranked, Row
 from lookback.query.text.dates import TimeSpan
 from lookback.query.text.fts_query import stemmed_phrase
 from lookback.query.text.matching import Match
@@ -47,28 +46,6 @@ TOKENS_FOR_FULL_PENALTY = 3000
 #: (and its at most 8 points), so the non-topic parts still add up to at most 22.
 MAX_TIME_MATCH = 8.0
 MIN_NEAR_MS = 7 * 86_400_000
-
-
-@dataclass
-class Ranked:
-    row: Row
-    matches: list[Match]
-    tier: str = "other"
-    score: float = 0.0
-    parts: list[tuple[str, float]] = field(default_factory=list)
-    #: The row is on the caller's branch: the one fact behind "active branch".
-    on_branch: bool = True
-
-    def add(self, points: float, reason: str) -> None:
-        if points:
-            self.score += points
-            self.parts.append((reason, points))
-
-    @property
-    def reasons(self) -> list[str]:
-        """Each part of the score, e.g. ``exact identifier `X` +100``."""
-        return [f"{reason} {'+' if points > 0 else '-'}{abs(points):g}"
-                for reason, points in self.parts if points]
 
 
 def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: int,

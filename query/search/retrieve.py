@@ -1,32 +1,31 @@
-"""The retrieval pipeline, step by step as docs/specification.md numbers it.
+"""Automatic retrieval: the policy around the pipeline's steps (``query.search.pipeline``).
 
 ``Retriever.retrieve(request)`` reads only committed index state and never waits
-for ingestion. Steps: (1) latest real user message, (2) terms, (3) literal search,
-(4) FTS5 ``bm25`` search, (5) merge by entry key, (6) drop rows in context and
-(7) off the branch — both in SQL, before any LIMIT — and verify each lexical row's
-match, (8) rank, (9) deduplicate, (10) bounded evidence messages, privacy policy.
+for ingestion. What is automatic retrieval's own: (1) the latest real user message,
+(6, 7) the scope — the branch minus the entries in context, as SQL the steps apply
+before any LIMIT — the opt-in semantic step (``query.semantic``), and (10) the
+answer: bounded evidence messages within the token budget and the privacy policy.
+Steps 2 to 9 (terms, literal and FTS5 searches, merge, verify, rank, deduplicate)
+are the pipeline's, shared with history search.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import apsw
 
-from lookback.index.store import IndexUnavailable, read_errors
+from lookback.index.store import IndexUnavailable
 from lookback.index.tokens import CHARS_PER_TOKEN
 from lookback.index.tree import context_entries
 from lookback.query.context.evidence import (
     MAX_EXCERPT_CHARS,
     envelope,
     evidence_message,
-    excerpt,
 )
 from lookback.query.context.messages import estimate_message_tokens
 from lookback.query.privacy.policy import (
@@ -42,47 +41,22 @@ from lookback.query.search.answers import (
     TextBlock,
     Withheld,
 )
-from lookback.query.search.candidates import (
-    Literals,
-    Row,
-    Scope,
-    add_literal_bits,
-    add_phrase_bits,
-    count_fts,
-    entries_for,
-    fts_search,
-    literal_search,
-    load_texts,
-    rarity,
-    selective_expression,
-    session_state,
-)
-from lookback.query.search.ranking import (
-    Ranked,
-    add_neighbours,
-    row_parts,
-    score,
-    sort_key,
-    topic_parts,
+from lookback.query.search.candidates import entries_for, load_texts, session_state
+from lookback.query.search.pipeline import (
+    INELIGIBLE_WITH_TEXT,
+    Rerank,
+    quote,
+    rank,
+    searched_of,
+    times_of,
 )
 from lookback.query.search.reader import IndexReader, NotIndexed
 from lookback.query.search.request import RetrievalRequest
+from lookback.query.search.types import Ranked, Row, Scope, Searched
 from lookback.query.semantic.hybrid import add_semantic
-from lookback.query.text.dates import TimeSpan, time_spans
-from lookback.query.text.fts_query import FtsQuery, compile_query, folded_phrase, form_prefix
-from lookback.query.text.matching import Match, PhraseFinder, find_literal
-from lookback.query.text.terms import QueryTerms, Term, extract_terms
+from lookback.query.text.terms import QueryTerms, Term
 
 log = logging.getLogger("lookback.query")
-
-#: Entry types that have indexed text but are never evidence (their rows stay out
-#: of every automatic scope).
-INELIGIBLE_WITH_TEXT = frozenset({"compaction", "branch_summary"})
-
-#: Rows fetched per literal and for the FTS query; the scope filters apply before
-#: these limits. They never depend on ``max_results``: the pool is the same however
-#: many results are asked for, so the first k answers never change (issue 19).
-LITERAL_POOL, FTS_POOL = 24, 48
 
 #: Fitting an excerpt to the rest of the budget (docs/specification.md, "Budgets"):
 #: below ``MIN_REMAINING_TOKENS`` the budget is full; otherwise the excerpt shrinks by
@@ -99,19 +73,6 @@ class Allowed:
     scope: Scope  # on the branch and not in context
     ids: frozenset[str]
     context_scope: Scope  # on the branch and in context (for diagnostics)
-
-
-@dataclass(frozen=True)
-class Searched:
-    """One query's compiled form: its terms, FTS5 phrases and literal terms."""
-
-    terms: QueryTerms
-    query: FtsQuery | None
-    literals: Literals
-
-    @classmethod
-    def of(cls, terms: QueryTerms) -> Searched:
-        return cls(terms, compile_query(terms), Literals(tuple(t.text for t in terms.literals)))
 
 
 class Retriever:
@@ -151,43 +112,31 @@ class Retriever:
         diagnostics.index_watermark = state.watermark
         allowed = self._allowed(connection, path, session_id, request, state.leaf_id,
                                 state.epoch)
-        scope = allowed.scope
-        # A failed exact search fails the request open (the pool's translated error,
-        # caught in ``retrieve``); a failed FTS step only loses its rows and bits.
-        rows = literal_rows(connection, searched, scope, LITERAL_POOL)
-        fts_rows: list[Row] = []
-        if searched.query is not None:
-            try:
-                with read_errors("FTS5 index"):
-                    selective = selective_expression(connection, searched.query)
-                    fts_rows = fts_search(connection, searched.query, scope, FTS_POOL,
-                                          selective)
-                    diagnostics.in_context_removed = count_fts(
-                        connection, selective or searched.query.expression,
-                        allowed.context_scope)
-            except IndexUnavailable as error:
-                diagnostics.warn(f"FTS search failed: {error}")
-        try:
-            with read_errors("FTS5 index"):
-                merged = merge_candidates(connection, searched, rows, fts_rows)
-        except IndexUnavailable as error:  # rows keep their literal matches
-            diagnostics.warn(f"FTS search failed: {error}")
-            merged = merge_rows(rows, fts_rows)
-        diagnostics.candidates = len(merged)
-        rarity = term_rarity(connection, searched)
-        ranked = verify_and_rank(merged, searched, allowed.ids, len(fts_rows), diagnostics,
-                                 rarity=rarity,
-                                 when=times_of(request.message, request.message_time_ms))
-        if request.semantic and request.message is not None:
-            ranked = add_semantic(connection, str(path), session_id, scope, request.message,
-                                  ranked, embedder_name=self.embedder,
-                                  cache=self.reader.vectors,
-                                  max_results=request.max_results, diagnostics=diagnostics,
-                                  rarity=rarity)
-        unique = deduplicate(ranked, diagnostics)
+        unique = rank(connection, searched, allowed.scope, diagnostics, allowed_ids=allowed.ids,
+                      context_scope=allowed.context_scope,
+                      when=times_of(request.message, request.message_time_ms),
+                      rerank=self._semantic(connection, str(path), session_id, allowed.scope,
+                                            request, diagnostics))
         evidence, excluded = self._evidence(unique, request, connection, str(path),
                                             diagnostics)
         return _answer("ok", terms, diagnostics, started, evidence, excluded)
+
+    def _semantic(self, connection: apsw.Connection, index_file: str, session_id: str,
+                  scope: Scope, request: RetrievalRequest,
+                  diagnostics: Diagnostics) -> Rerank | None:
+        """The opt-in semantic step (``semantic: true``) as the pipeline's re-ranking:
+        vector candidates of ``scope`` fused into the ranked ones (``query.semantic``)."""
+        message = request.message
+        if not request.semantic or message is None:
+            return None
+
+        def rerank(ranked: list[Ranked], rarity: dict[Term, float]) -> list[Ranked]:
+            return add_semantic(connection, index_file, session_id, scope, message, ranked,
+                                embedder_name=self.embedder, cache=self.reader.vectors,
+                                max_results=request.max_results, diagnostics=diagnostics,
+                                rarity=rarity)
+
+        return rerank
 
     # -- steps 6 and 7: what may be returned -------------------------------------
 
@@ -321,195 +270,10 @@ class Retriever:
         return result  # type: ignore[return-value]
 
 
-@functools.lru_cache(maxsize=1024)
-def searched_of(message: str) -> Searched:
-    """Terms and compiled query, memoized: a tool loop asks about one message many times."""
-    return Searched.of(extract_terms(message))
-
-
-def times_of(message: str | None, message_time_ms: int | None) -> tuple[TimeSpan, ...]:
-    """The times ``message`` names, resolved against its time (None: now)."""
-    if not message:
-        return ()
-    stamp = message_time_ms if message_time_ms is not None else int(time.time() * 1000)
-    return _times_of(message, stamp)
-
-
-@functools.lru_cache(maxsize=1024)
-def _times_of(message: str, message_time_ms: int) -> tuple[TimeSpan, ...]:
-    return time_spans(message, datetime.fromtimestamp(message_time_ms / 1000, UTC))
-
-
-def terms_of(message: str) -> QueryTerms:
-    """``extract_terms``, memoized (see ``searched_of``)."""
-    return searched_of(message).terms
-
-
-def literal_rows(connection: apsw.Connection, searched: Searched, scope: Scope,
-                 limit: int) -> list[Row]:
-    """Step 3: for each literal term, the newest ``limit`` rows holding it as written."""
-    found: list[Row] = []
-    for literal in searched.literals.texts:
-        found.extend(literal_search(connection, literal, scope, limit))
-    return found
-
-
-def find_candidates(connection: apsw.Connection, searched: Searched, scope: Scope,
-                    literal_limit: int, fts_limit: int) -> tuple[list[Row], int]:
-    """Steps 3 to 5 in ``scope``: merged literal and FTS rows, and the FTS hit count."""
-    rows = literal_rows(connection, searched, scope, literal_limit)
-    fts_rows: list[Row] = []
-    if searched.query is not None:
-        fts_rows = fts_search(connection, searched.query, scope, fts_limit,
-                              selective_expression(connection, searched.query))
-    return merge_candidates(connection, searched, rows, fts_rows), len(fts_rows)
-
-
-def merge_candidates(connection: apsw.Connection, searched: Searched, literal: list[Row],
-                     fts: list[Row]) -> list[Row]:
-    """Step 5: merged rows, each knowing every phrase and literal term it matches."""
-    merged = merge_rows(literal, fts)
-    if searched.query is not None:  # no row has its phrase bits yet (see fts_search)
-        add_phrase_bits(connection, searched.query, merged)
-    add_literal_bits(connection, searched.literals, merged)
-    return merged
-
-
-def matches_of(row: Row, searched: Searched) -> list[Match]:
-    """Step 7: the row's verified terms, from what SQL reported (literal bits, phrase bits).
-
-    A literal term found as written is a ``literal`` match; otherwise a term whose
-    phrase FTS5 matched (folded, whole tokens, in order) is a non-literal match.
-    Positions are found later, only for the items returned (``first_position``).
-    """
-    matches: list[Match] = []
-    literal_number = 0
-    query = searched.query
-    for index, term in enumerate(searched.terms):
-        if term.is_literal:
-            bit = literal_number
-            literal_number += 1
-            if row.literals >> bit & 1:
-                matches.append(Match(term, -1, True))
-                continue
-        phrase = None if query is None else query.term_phrases[index]
-        if phrase is not None and row.phrases >> phrase & 1:
-            matches.append(Match(term, -1, False))
-    return matches
-
-
-def term_rarity(connection: apsw.Connection, searched: Searched) -> dict[Term, float]:
-    """Each term's rarity in the index (``candidates.rarity``), by its FTS5 phrase."""
-    query = searched.query
-    if query is None:
-        return {}
-    weights = rarity(connection, query.phrases)
-    return {term: weights[number] for term, number in zip(searched.terms, query.term_phrases,
-                                                          strict=True) if number is not None}
-
-
-def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[str] | None,
-                    fts_hits: int, diagnostics: Diagnostics,
-                    on_branch: Callable[[Row], bool] | None = None,
-                    rarity: dict[Term, float] | None = None,
-                    when: Sequence[TimeSpan] = ()) -> list[Ranked]:
-    """Steps 7 (verification) and 8: keep rows with a verified match, score, order.
-
-    ``allowed_ids`` None skips the defensive branch check (explicit project search).
-    ``on_branch`` says whether a row is on the caller's branch; None means every row
-    is (automatic retrieval searches nothing else). Each item keeps that fact, and
-    its "active branch" part comes from it, so a reason and the row cannot disagree.
-    ``rarity`` weighs each matched term (``term_rarity``); ``when`` is the times the
-    message names (``time_spans``), a signal inside each tier.
-    """
-    ranked: list[Ranked] = []
-    on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
-    rejected_branch = len(rows) - len(on_scope)  # defensive: SQL already filtered
-    unverified = 0
-    # Many rows share their bits, so their matches and topic parts are computed once.
-    seen: dict[tuple[int, int, bool], tuple[list[Match], tuple | None]] = {}
-    topics = []
-    for row in on_scope:
-        branch = on_branch is None or on_branch(row)
-        bits = (row.phrases, row.literals, branch)
-        found = seen.get(bits)
-        if found is None:
-            matches = matches_of(row, searched)
-            found = seen[bits] = (matches, topic_parts(matches, branch, rarity) if matches
-                                  else None)
-        if found[1] is None:
-            unverified += 1
-            continue
-        ranked.append(Ranked(row, list(found[0]), on_branch=branch))
-        topics.append(found[1])
-    if ranked:
-        oldest = min(item.row.seq for item in ranked)
-        newest = max(item.row.seq for item in ranked)
-        for item, (tier, topic) in zip(ranked, topics, strict=True):
-            score(item, on_branch=item.on_branch, fts_hits=fts_hits, oldest=oldest,
-                  newest=newest, static=(tier, [*topic, *row_parts(item.row)]), when=when)
-    add_neighbours(ranked)
-    ranked.sort(key=sort_key)
-    diagnostics.alternate_branch_candidates = rejected_branch
-    diagnostics.unverified_rejected = unverified
-    return ranked
-
-
-def first_position(text: str, matches: list[Match]) -> int:
-    """Where the earliest verified term starts in ``text`` (to centre an excerpt)."""
-    positions = []
-    finder = PhraseFinder(text)
-    for match in matches:
-        if match.literal:
-            found = find_literal(text, match.term.text)
-        else:
-            found = finder.find(folded_phrase(match.term.text))
-        if found is not None:
-            positions.append(found)
-    if not positions:  # matched only in other forms (stems): look for those
-        forms = (finder.find_form(folded_phrase(m.term.text), form_prefix(m.term))
-                 for m in matches if not m.literal)
-        positions = [found for found in forms if found is not None]
-    return min(positions, default=0)
-
-
-def merge_rows(*groups: list[Row]) -> list[Row]:
-    """Step 5: one row per entry key; literal and phrase bits and the FTS rank combined."""
-    merged: dict[tuple[str, str], Row] = {}
-    for rows in groups:
-        for row in rows:
-            key = (row.session_id, row.entry_id)
-            seen = merged.get(key)
-            if seen is None:
-                merged[key] = row
-                continue
-            seen.literals |= row.literals
-            seen.phrases |= row.phrases
-            if row.fts_rank is not None and seen.fts_rank is None:
-                seen.bm25, seen.fts_rank = row.bm25, row.fts_rank
-    return list(merged.values())
-
-
-def deduplicate(ranked: list[Ranked], diagnostics: Diagnostics | None = None) -> list[Ranked]:
-    """Step 9: keep the first (higher-ranked, then newer) of identical normalized texts."""
-    seen: set[object] = set()
-    unique: list[Ranked] = []
-    for item in ranked:
-        key = item.row.text_hash or ("rowid", item.row.rowid)
-        if key in seen:
-            continue
-        seen.add(key)
-        unique.append(item)
-    if diagnostics is not None:
-        diagnostics.deduplicated = len(ranked) - len(unique)
-    return unique
-
-
 def _build_item(item: Ranked, classification: str,
                 max_chars: int = MAX_EXCERPT_CHARS) -> Evidence:
     row = item.row
-    first = first_position(row.text or "", item.matches)  # vector-only: no matches, 0
-    quoted = excerpt(row.text or "", first, max_chars)
+    quoted = quote(row.text, item.matches, max_chars)  # vector-only: no matches, from 0
     text = envelope(session_id=row.session_id, entry_id=row.entry_id, timestamp=row.timestamp,
                     role=row.role, score=item.score, reasons=item.reasons, quoted=quoted)
     message = evidence_message(text, row.ts_ms)

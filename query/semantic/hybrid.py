@@ -1,14 +1,15 @@
 """Opt-in hybrid retrieval: vector candidates fused into the lexical ranking.
 
-Called by :class:`query.search.retrieve.Retriever` after verification and ranking when
-the request says ``semantic: true``. What it does, and why it is safe:
+Called by :class:`query.search.retrieve.Retriever` as the pipeline's re-ranking step
+(``query.search.pipeline.rank``), after verification and ranking, when the request
+says ``semantic: true``. What it does, and why it is safe:
 
 1. Loads the session's stored vectors (``index.embeddings``) that are *current*
    for the configured embedder (same model, dimensions, chunking version and
    entry text hash), once per index file, session, model and stored batch, into
    a numpy matrix kept in the reader's :class:`query.search.reader.EntryCache`.
 2. Keeps only the rows of the request's allowed scope (on the branch, not in
-   context, eligible type) -- the same :class:`query.search.candidates.Scope` the
+   context, eligible type) -- the same :class:`query.search.types.Scope` the
    lexical searches use -- so vectors obey every branch, context and type rule.
 3. Embeds the latest user message and scores each entry by its chunks' cosines
    (brute force: a dot product of the unit query with the stored vectors, whose
@@ -42,15 +43,15 @@ from lookback.embedders.registry import get_embedder, is_loaded
 from lookback.index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
 from lookback.index.store import all_rows, read_meta
 from lookback.query.search.answers import Diagnostics
-from lookback.query.search.candidates import Row, Scope, rows_by_rowid
+from lookback.query.search.candidates import rows_by_rowid
 from lookback.query.search.ranking import (
     ACTIVE_BRANCH,
     AUTHORITY,
     FTS_MATCH,
     MAX_TOKEN_PENALTY,
     TOKENS_FOR_FULL_PENALTY,
-    Ranked,
 )
+from lookback.query.search.types import Ranked, Row, Scope
 from lookback.query.semantic.fusion import Candidate, CandidateKey, fuse
 
 #: Vector candidates (entries) taken per query, as a multiple of ``max_results``.
@@ -93,7 +94,7 @@ def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, 
     ``scope`` is the request's allowed scope in ``session_id`` (its ``rowids``, or
     the whole session when None); only its eligible entries can become candidates.
     ``timeout_ms`` defaults to ``DEFAULT_TIMEOUT_MS``. ``rarity`` is each searched
-    term's rarity in the index (``retrieve.term_rarity``); without it no lexical hit
+    term's rarity in the index (``query.search.pipeline.term_rarity``); without it no lexical hit
     counts as strong.
     """
     started = time.perf_counter()
@@ -277,7 +278,7 @@ def _embedder(name: str) -> tuple[EmbeddingPort, float | None]:
 
 def lexical_strength(item: Ranked, rarity: Mapping[Any, float]) -> float:
     """How much of the question a lexical candidate's verified matches carry (0..1): the
-    share of the searched terms' rarity (``retrieve.term_rarity``) its distinct matched
+    share of the searched terms' rarity (``query.search.pipeline.term_rarity``) its distinct matched
     terms hold, times ``STRENGTH_TOKENS / (STRENGTH_TOKENS + tokens)``.
 
     Why rarity: a match on the speaker's name or the project's own vocabulary says little,

@@ -1,0 +1,272 @@
+"""The retrieval steps, in one place, as docs/specification.md numbers them.
+
+Automatic retrieval (``query.search.retrieve``), history search and ``source``
+(``query.search.history``) all run these; each caller keeps only its policy (which
+scope, what to return, the budget). ``rank`` runs steps 3 to 9 over one scope: (3)
+literal search, (4) FTS5 ``bm25`` search, (5) merge by entry key, (7) verify each
+row's match (the scope, steps 6 and 7, is the caller's, applied in SQL before every
+LIMIT), (8) rank, an optional re-ranking (the semantic step), (9) deduplicate.
+``quote`` is the excerpt of step 10, centred on the first verified match.
+
+One failure handling for every caller: a failed literal search fails the whole call
+(the pool's translated ``IndexUnavailable``, which the caller answers as
+``disabled``); a failed FTS step only loses its rows and phrase bits, with an
+``FTS search failed`` warning in ``Diagnostics``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import apsw
+
+from lookback.index.store import IndexUnavailable, read_errors
+from lookback.query.context.evidence import excerpt
+from lookback.query.search.answers import Diagnostics
+from lookback.query.search.candidates import (
+    add_literal_bits,
+    add_phrase_bits,
+    count_fts,
+    fts_search,
+    literal_search,
+    rarity,
+    selective_expression,
+)
+from lookback.query.search.ranking import add_neighbours, row_parts, score, sort_key, topic_parts
+from lookback.query.search.types import Ranked, Row, Scope, Searched
+from lookback.query.text.dates import TimeSpan, time_spans
+from lookback.query.text.fts_query import folded_phrase, form_prefix
+from lookback.query.text.matching import Match, PhraseFinder, find_literal
+from lookback.query.text.terms import Term, extract_terms
+
+#: Entry types that have indexed text but are never evidence (their rows stay out
+#: of every automatic scope).
+INELIGIBLE_WITH_TEXT = frozenset({"compaction", "branch_summary"})
+
+#: Rows fetched per literal and for the FTS query; the scope filters apply before
+#: these limits. They never depend on ``max_results``: the pool is the same however
+#: many results are asked for, so the first k answers never change (issue 19).
+LITERAL_POOL, FTS_POOL = 24, 48
+
+
+@functools.lru_cache(maxsize=1024)
+def searched_of(message: str) -> Searched:
+    """Terms and compiled query, memoized: a tool loop asks about one message many times."""
+    return Searched.of(extract_terms(message))
+
+
+def times_of(message: str | None, message_time_ms: int | None) -> tuple[TimeSpan, ...]:
+    """The times ``message`` names, resolved against its time (None: now)."""
+    if not message:
+        return ()
+    stamp = message_time_ms if message_time_ms is not None else int(time.time() * 1000)
+    return _times_of(message, stamp)
+
+
+@functools.lru_cache(maxsize=1024)
+def _times_of(message: str, message_time_ms: int) -> tuple[TimeSpan, ...]:
+    return time_spans(message, datetime.fromtimestamp(message_time_ms / 1000, UTC))
+
+
+def literal_rows(connection: apsw.Connection, searched: Searched, scope: Scope,
+                 limit: int) -> list[Row]:
+    """Step 3: for each literal term, the newest ``limit`` rows holding it as written."""
+    found: list[Row] = []
+    for literal in searched.literals.texts:
+        found.extend(literal_search(connection, literal, scope, limit))
+    return found
+
+
+def merge_candidates(connection: apsw.Connection, searched: Searched, literal: list[Row],
+                     fts: list[Row]) -> list[Row]:
+    """Step 5: merged rows, each knowing every phrase and literal term it matches."""
+    merged = merge_rows(literal, fts)
+    if searched.query is not None:  # no row has its phrase bits yet (see fts_search)
+        add_phrase_bits(connection, searched.query, merged)
+    add_literal_bits(connection, searched.literals, merged)
+    return merged
+
+
+def matches_of(row: Row, searched: Searched) -> list[Match]:
+    """Step 7: the row's verified terms, from what SQL reported (literal bits, phrase bits).
+
+    A literal term found as written is a ``literal`` match; otherwise a term whose
+    phrase FTS5 matched (folded, whole tokens, in order) is a non-literal match.
+    Positions are found later, only for the items returned (``first_position``).
+    """
+    matches: list[Match] = []
+    literal_number = 0
+    query = searched.query
+    for index, term in enumerate(searched.terms):
+        if term.is_literal:
+            bit = literal_number
+            literal_number += 1
+            if row.literals >> bit & 1:
+                matches.append(Match(term, -1, True))
+                continue
+        phrase = None if query is None else query.term_phrases[index]
+        if phrase is not None and row.phrases >> phrase & 1:
+            matches.append(Match(term, -1, False))
+    return matches
+
+
+def term_rarity(connection: apsw.Connection, searched: Searched) -> dict[Term, float]:
+    """Each term's rarity in the index (``candidates.rarity``), by its FTS5 phrase."""
+    query = searched.query
+    if query is None:
+        return {}
+    weights = rarity(connection, query.phrases)
+    return {term: weights[number] for term, number in zip(searched.terms, query.term_phrases,
+                                                          strict=True) if number is not None}
+
+
+def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[str] | None,
+                    fts_hits: int, diagnostics: Diagnostics,
+                    on_branch: Callable[[Row], bool] | None = None,
+                    rarity: dict[Term, float] | None = None,
+                    when: Sequence[TimeSpan] = ()) -> list[Ranked]:
+    """Steps 7 (verification) and 8: keep rows with a verified match, score, order.
+
+    ``allowed_ids`` None skips the defensive branch check (explicit project search).
+    ``on_branch`` says whether a row is on the caller's branch; None means every row
+    is (automatic retrieval searches nothing else). Each item keeps that fact, and
+    its "active branch" part comes from it, so a reason and the row cannot disagree.
+    ``rarity`` weighs each matched term (``term_rarity``); ``when`` is the times the
+    message names (``time_spans``), a signal inside each tier.
+    """
+    ranked: list[Ranked] = []
+    on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
+    rejected_branch = len(rows) - len(on_scope)  # defensive: SQL already filtered
+    unverified = 0
+    # Many rows share their bits, so their matches and topic parts are computed once.
+    seen: dict[tuple[int, int, bool], tuple[list[Match], tuple | None]] = {}
+    topics = []
+    for row in on_scope:
+        branch = on_branch is None or on_branch(row)
+        bits = (row.phrases, row.literals, branch)
+        found = seen.get(bits)
+        if found is None:
+            matches = matches_of(row, searched)
+            found = seen[bits] = (matches, topic_parts(matches, branch, rarity) if matches
+                                  else None)
+        if found[1] is None:
+            unverified += 1
+            continue
+        ranked.append(Ranked(row, list(found[0]), on_branch=branch))
+        topics.append(found[1])
+    if ranked:
+        oldest = min(item.row.seq for item in ranked)
+        newest = max(item.row.seq for item in ranked)
+        for item, (tier, topic) in zip(ranked, topics, strict=True):
+            score(item, on_branch=item.on_branch, fts_hits=fts_hits, oldest=oldest,
+                  newest=newest, static=(tier, [*topic, *row_parts(item.row)]), when=when)
+    add_neighbours(ranked)
+    ranked.sort(key=sort_key)
+    diagnostics.alternate_branch_candidates = rejected_branch
+    diagnostics.unverified_rejected = unverified
+    return ranked
+
+
+def first_position(text: str, matches: list[Match]) -> int:
+    """Where the earliest verified term starts in ``text`` (to centre an excerpt)."""
+    positions = []
+    finder = PhraseFinder(text)
+    for match in matches:
+        if match.literal:
+            found = find_literal(text, match.term.text)
+        else:
+            found = finder.find(folded_phrase(match.term.text))
+        if found is not None:
+            positions.append(found)
+    if not positions:  # matched only in other forms (stems): look for those
+        forms = (finder.find_form(folded_phrase(m.term.text), form_prefix(m.term))
+                 for m in matches if not m.literal)
+        positions = [found for found in forms if found is not None]
+    return min(positions, default=0)
+
+
+def merge_rows(*groups: list[Row]) -> list[Row]:
+    """Step 5: one row per entry key; literal and phrase bits and the FTS rank combined."""
+    merged: dict[tuple[str, str], Row] = {}
+    for rows in groups:
+        for row in rows:
+            key = (row.session_id, row.entry_id)
+            seen = merged.get(key)
+            if seen is None:
+                merged[key] = row
+                continue
+            seen.literals |= row.literals
+            seen.phrases |= row.phrases
+            if row.fts_rank is not None and seen.fts_rank is None:
+                seen.bm25, seen.fts_rank = row.bm25, row.fts_rank
+    return list(merged.values())
+
+
+def deduplicate(ranked: list[Ranked], diagnostics: Diagnostics | None = None) -> list[Ranked]:
+    """Step 9: keep the first (higher-ranked, then newer) of identical normalized texts."""
+    seen: set[object] = set()
+    unique: list[Ranked] = []
+    for item in ranked:
+        key = item.row.text_hash or ("rowid", item.row.rowid)
+        if key in seen:
+            continue
+        seen.add(key)
+        unique.append(item)
+    if diagnostics is not None:
+        diagnostics.deduplicated = len(ranked) - len(unique)
+    return unique
+
+
+#: What may re-rank the verified, ranked candidates before deduplication (automatic
+#: retrieval's semantic step): given them and each term's rarity, the new list.
+Rerank = Callable[[list[Ranked], dict[Term, float]], list[Ranked]]
+
+
+def rank(connection: apsw.Connection, searched: Searched, scope: Scope,
+         diagnostics: Diagnostics, *, allowed_ids: frozenset[str] | None = None,
+         on_branch: Callable[[Row], bool] | None = None, context_scope: Scope | None = None,
+         when: Sequence[TimeSpan] = (), rerank: Rerank | None = None) -> list[Ranked]:
+    """Steps 3 to 9 in ``scope``: the verified, ranked, deduplicated candidates.
+
+    ``allowed_ids``, ``on_branch`` and ``when`` are ``verify_and_rank``'s;
+    ``context_scope`` (the entries in context) counts the FTS hits left out there
+    (``Diagnostics.in_context_removed``); ``rerank`` runs after ranking, before
+    deduplication. A failed literal search raises; a failed FTS step only warns (see
+    the module's docstring).
+    """
+    rows = literal_rows(connection, searched, scope, LITERAL_POOL)
+    fts_rows: list[Row] = []
+    if searched.query is not None:
+        try:
+            with read_errors("FTS5 index"):
+                selective = selective_expression(connection, searched.query)
+                fts_rows = fts_search(connection, searched.query, scope, FTS_POOL, selective)
+                if context_scope is not None:
+                    diagnostics.in_context_removed = count_fts(
+                        connection, selective or searched.query.expression, context_scope)
+        except IndexUnavailable as error:
+            diagnostics.warn(f"FTS search failed: {error}")
+    try:
+        with read_errors("FTS5 index"):
+            merged = merge_candidates(connection, searched, rows, fts_rows)
+    except IndexUnavailable as error:  # rows keep their literal matches
+        diagnostics.warn(f"FTS search failed: {error}")
+        merged = merge_rows(rows, fts_rows)
+    diagnostics.candidates = len(merged)
+    weights = term_rarity(connection, searched)
+    ranked = verify_and_rank(merged, searched, allowed_ids, len(fts_rows), diagnostics,
+                             on_branch=on_branch, rarity=weights, when=when)
+    if rerank is not None:
+        ranked = rerank(ranked, weights)
+    return deduplicate(ranked, diagnostics)
+
+
+def quote(text: str | None, matches: Sequence[Match], max_chars: int) -> str:
+    """Step 10's excerpt of ``text``: at most ``max_chars``, centred on the earliest
+    verified match (``first_position``); from the start without matches (a source read
+    whole, a candidate only the vectors found)."""
+    text = text or ""
+    return excerpt(text, first_position(text, list(matches)) if matches else 0, max_chars)
