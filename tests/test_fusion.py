@@ -1,4 +1,5 @@
-"""Tests for fusing lexical and vector candidates: strong lexical hits first, then RRF."""
+"""Tests for fusing lexical and vector candidates: similarity as a bounded part of a lexical
+candidate's score, strong lexical hits first, then RRF."""
 
 from __future__ import annotations
 
@@ -6,7 +7,16 @@ import random
 
 import pytest
 
-from lookback.query.semantic.fusion import STRONG, Candidate, FusedCandidate, fuse
+from lookback.query.semantic.fusion import (
+    HIGH,
+    LOW,
+    SEMANTIC_POINTS,
+    STRONG,
+    Candidate,
+    FusedCandidate,
+    fuse,
+    semantic_points,
+)
 
 # Entry keys as the engine uses them: (session id, entry id) from the v3 fixture.
 SESSION = "3f5b8f7e-pi-session-v3"
@@ -180,25 +190,61 @@ def test_vector_finds_never_go_above_a_strong_lexical_hit() -> None:
     assert plain.index("strong1") >= 5 and plain.index("strong2") >= 5
 
 
-def test_among_strong_hits_vector_agreement_counts_as_much_as_a_lexical_rank() -> None:
-    lexical = [Candidate(key("first"), "other", 150.0, 3_000, 0.5),
-               Candidate(key("second"), "other", 140.0, 2_000, 0.5)]
+def test_among_strong_hits_the_similarity_part_decides_with_the_score() -> None:
+    lexical = [Candidate(key("first"), "other", 150.0, 3_000, 0.5, 0.25),
+               Candidate(key("second"), "other", 140.0, 2_000, 0.5, 0.6)]
     result = fuse(lexical, [(key("second"), 0.6), (key("new"), 0.9)])
-    # second: 1/(5+2) + 1/(5+2) beats first: 1/(5+1); the vector-only find stays below.
+    # second: 140 + 24 beats first: 150 + 3; the vector-only find stays below.
     assert keys(result) == ["second", "first", "new"]
-    assert result[0].fused == pytest.approx(2 / 7)
-    assert result[2].fused == pytest.approx(2 / 6) and result[2].vector_only
+    assert (result[0].fused, result[0].points) == (164.0, 24.0)
+    assert (result[1].fused, result[1].points) == (153.0, 3.0)
+    assert result[2].vector_only and not result[2].strong
+
+
+def test_similarity_reorders_weak_lexical_hits_too() -> None:
+    # The signal of issue 19: two weak keyword hits 10 points apart; the second is what the
+    # question is about by the vectors (0.6, with its neighbours' share): it moves first
+    # (its lexical rank counts the part), and without the part (points=0) it does not.
+    lexical = [Candidate(key("incidental"), "other", 120.0, 2_000, 0.1, 0.15),
+               Candidate(key("about-it"), "other", 110.0, 1_000, 0.1, 0.6)]
+    result = fuse(lexical, [])
+    assert keys(result) == ["about-it", "incidental"]
+    assert [c.lexical_rank for c in result] == [1, 2]
+    assert result[0].points == pytest.approx(SEMANTIC_POINTS * 0.8)
+    assert result[1].points == 0  # below LOW: nothing, never a penalty
+    assert keys(fuse(lexical, [], points=0)) == ["incidental", "about-it"]
+    with pytest.raises(ValueError, match="points"):
+        fuse(lexical, [], points=-1)
+
+
+def test_similarity_earns_a_bounded_linear_part() -> None:
+    assert semantic_points(None) == 0
+    assert semantic_points(LOW) == 0 and semantic_points(LOW - 0.3) == 0
+    assert semantic_points(HIGH) == SEMANTIC_POINTS == semantic_points(0.99)
+    assert semantic_points((LOW + HIGH) / 2) == pytest.approx(SEMANTIC_POINTS / 2)
+
+
+def test_the_similarity_part_never_reorders_the_literal_tiers() -> None:
+    lexical = [Candidate(key("id-high"), "identifier", 112.0, 1_000, 0.9, 0.0),
+               Candidate(key("id-low"), "identifier", 104.0, 2_000, 0.9, 0.99),
+               Candidate(key("other"), "other", 60.0, 3_000, 0.9, 0.99)]
+    result = fuse(lexical, [])
+    assert keys(result) == ["id-high", "id-low", "other"]
+    assert [c.points for c in result] == [0.0, 0.0, SEMANTIC_POINTS]
 
 
 def test_a_strong_hit_leaves_the_top_5_only_for_other_strong_hits() -> None:
-    lexical = [Candidate(key(f"s{n}"), "other", 200.0 - n, 9_000 - n, 0.4) for n in range(7)]
-    lexical.append(Candidate(key("weak"), "other", 100.0, 1_000, 0.1))
-    semantic = [(key("s6"), 0.9), (key("weak"), 0.85)] + [(key(f"v{n}"), 0.8) for n in range(9)]
+    lexical = [Candidate(key(f"s{n}"), "other", 200.0 - n, 9_000 - n, 0.4) for n in range(6)]
+    # the vectors' favourite strong hit, 10 points behind the fifth
+    lexical.append(Candidate(key("s6"), "other", 186.0, 8_994, 0.4, 0.9))
+    # a weak hit the vectors love more, with a higher score than any strong one
+    lexical.append(Candidate(key("weak"), "other", 300.0, 1_000, 0.1, 0.95))
+    semantic = [(key("s6"), 0.9), (key("weak"), 0.95)] + [(key(f"v{n}"), 0.99) for n in range(9)]
     result = fuse(lexical, semantic)
     top5 = result[:5]
     assert all(c.strong for c in top5)
-    assert keys(result).index("s6") < 5  # lifted by the vectors, among strong hits
-    assert keys(result)[7:9] == ["weak", "v0"]
+    assert keys(result).index("s6") == 0  # lifted by its similarity, among strong hits
+    assert keys(result)[7] == "v0" and keys(result).index("weak") > 6
 
 
 def test_a_non_finite_strength_gets_a_clear_error() -> None:

@@ -205,10 +205,13 @@ def test_vector_finds_never_displace_a_strong_lexical_hit(home: Path, monkeypatc
     for question in questions:
         ask(question)
     assert len(calls) == len(questions)
-    kept = rescued = 0
+    kept = rescued = lifted = 0
     for lexical, semantic, fused in calls:
         others = sorted((c for c in lexical if c.tier == "other"),
                         key=lambda c: (-c.score, -c.timestamp, c.key))
+        # similarity reorders the lexical hits too (issue 19: a part of their score)
+        ranked_lexical = [c.key for c in fused if c.lexical_rank is not None]
+        lifted += ranked_lexical[:5] != [c.key for c in others[:5]]
         strong = {c.key for c in others if c.strength >= STRONG}
         order = [c.key for c in fused]
         flags = [c.strong for c in fused if c.tier == "other"]
@@ -221,10 +224,10 @@ def test_vector_finds_never_displace_a_strong_lexical_hit(home: Path, monkeypatc
             above = fused[:place]
             assert place < 5 or all(c.tier != "other" or c.strong for c in above)
             kept += place < 5
-            # Plain RRF (the fusion before) would have let vector finds push it out.
+            # Plain RRF (no strong hits) would have let others push it out.
             plain = [c.key for c in fuse(lexical, semantic, strong=2.0)]
             rescued += place < 5 <= plain.index(candidate.key)
-    assert kept > 0 and rescued > 0, (kept, rescued)
+    assert kept > 0 and rescued > 0 and lifted > 0, (kept, rescued, lifted)
 
 
 def test_exact_hits_keep_their_tiers_and_places(home: Path) -> None:
@@ -248,7 +251,7 @@ def test_vector_candidates_obey_context_and_budget(home: Path) -> None:
     question = GOLDEN["cases"][5]["question"]  # the legacy-code paraphrase
     response = ask(question)
     vector_only = [e for e in response["evidence"]
-                   if any(r.startswith("semantic similarity") for r in e["reasons"])]
+                   if any(r.startswith("vector match") for r in e["reasons"])]
     assert vector_only, "the paraphrase must bring vector-only candidates"
     assert all(e["tier"] == "other" for e in vector_only)
     assert not set(_ids(response)) & in_context
@@ -419,3 +422,18 @@ def test_an_entry_scores_the_mean_of_its_two_best_chunks() -> None:
     np.testing.assert_allclose(entry_scores(similarity, starts, counts), [0.4, 0.6, 0.5],
                                rtol=1e-6)
     assert entry_scores(np.zeros(0, np.float32), np.array([], int), np.array([], int)).size == 0
+
+
+def test_an_entry_shares_its_better_neighbours_similarity() -> None:
+    # A question turn the vectors match well (0.6) and its answer (0.1): the answer gets a
+    # share of the question's score; an entry with no better neighbour keeps its own scale.
+    from lookback.query.semantic.hybrid import NEIGHBOUR_SHARE, context_scores
+
+    scores = np.array([0.0, 0.6, 0.1, -0.3], dtype=np.float32)
+    share = NEIGHBOUR_SHARE
+    np.testing.assert_allclose(context_scores(scores, share), [
+        (0.0 + share * 0.6) / (1 + share), (0.6 + share * 0.1) / (1 + share),
+        (0.1 + share * 0.6) / (1 + share), (-0.3 + share * 0.1) / (1 + share)], rtol=1e-6)
+    np.testing.assert_allclose(context_scores(scores, 0.0), scores)
+    assert context_scores(np.array([0.4], dtype=np.float32), share).tolist() == [
+        pytest.approx(0.4)]

@@ -16,8 +16,10 @@ says ``semantic: true``. What it does, and why it is safe:
    lengths are the chunks' weights, ``index.chunking`` rule 5): the mean of its
    two best chunks, less a little per chunk (:func:`entry_scores`).
 4. Fuses with :func:`query.semantic.fusion.fuse`: exact identifier and phrase hits keep
-   their tiers and places; in ``other``, strong lexical hits (:func:`lexical_strength`)
-   come first and vectors add candidates below them.
+   their tiers and places; in ``other``, each lexical candidate's similarity (with its
+   neighbours' share, :func:`context_scores`) is a bounded part of its score (the reason
+   ``semantic similarity``), strong lexical hits (:func:`lexical_strength`) come first
+   and vectors add candidates below them.
    The token budget and privacy policy apply later, to the fused list.
 
 Any problem -- no embeddings table, an embedding set that is missing, partial
@@ -44,13 +46,7 @@ from lookback.index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, de
 from lookback.index.store import all_rows, read_meta
 from lookback.query.search.answers import Diagnostics
 from lookback.query.search.candidates import rows_by_rowid
-from lookback.query.search.ranking import (
-    ACTIVE_BRANCH,
-    AUTHORITY,
-    FTS_MATCH,
-    MAX_TOKEN_PENALTY,
-    TOKENS_FOR_FULL_PENALTY,
-)
+from lookback.query.search.ranking import row_parts
 from lookback.query.search.types import Ranked, Row, Scope
 from lookback.query.semantic.fusion import Candidate, CandidateKey, fuse
 
@@ -59,8 +55,17 @@ SEMANTIC_FACTOR, SEMANTIC_FLOOR = 2, 12
 #: Subtracted from an entry's score per natural log of its chunk count
 #: (tuned on the golden set: MiniLM vectors alone, hit@5 7 -> 10 of 12).
 CHUNK_PENALTY = 0.04
-#: A vector-only candidate needs at least this cosine similarity to be added.
+#: A vector-only candidate needs at least this similarity to be added.
 MIN_SIMILARITY = 0.25
+#: An entry's similarity counts its neighbours' too: ``(own + NEIGHBOUR_SHARE x the better
+#: neighbour's) / (1 + NEIGHBOUR_SHARE)``, the neighbours being the entries just before and
+#: after it in the allowed scope (a question and its answer: an answer seldom restates
+#: what it answers; chosen on LoCoMo's tuning half, docs/semantic.md).
+NEIGHBOUR_SHARE = 0.5
+#: A vector-only candidate's score shown with it (it orders nothing: fusion ranks vector
+#: finds by similarity): 60 x its similarity, as an FTS match's 60, and the active
+#: branch's 15 (every vector candidate is on the branch), then the row's own parts.
+VECTOR_MATCH, VECTOR_BRANCH = 60.0, 15.0
 #: The whole semantic step must finish within this budget, or lexical results stand.
 DEFAULT_TIMEOUT_MS = 250.0
 #: Query vectors kept per process (1.5 KB each for MiniLM).
@@ -107,17 +112,17 @@ def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, 
         with connection:  # a savepoint: joins the caller's read snapshot
             vectors = session_vectors(connection, index_file, session_id, Stamp.of(embedder),
                                       cache)
-            hits = _search(vectors, scope, message, embedder, max_results, counts, cache,
-                           index_file)
+            known = {item.row.rowid for item in ranked}
+            hits, context = _search(vectors, scope, message, embedder, max_results, counts,
+                                    cache, index_file, known)
             _check_time(started, DEFAULT_TIMEOUT_MS if timeout_ms is None else timeout_ms,
                         embedder_name, load_ms)
-            known = {item.row.rowid for item in ranked}
             extra = rows_by_rowid(connection, [rowid for rowid, _ in hits if rowid not in known])
     except SemanticFallback as reason:
         diagnostics.warn(f"semantic: {reason}; lexical results only")
         counts["ms"] = _elapsed_ms(started)
         return ranked
-    fused, strong = _fuse(ranked, hits, extra, rarity or {})
+    fused, strong = _fuse(ranked, hits, context, extra, rarity or {})
     counts.update(used=True, added=len(fused) - len(ranked), strong_lexical=strong,
                   ms=_elapsed_ms(started))
     return fused
@@ -165,16 +170,18 @@ def _load(connection: apsw.Connection, session_id: str, stamp: Stamp) -> Session
 
 
 def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: EmbeddingPort,
-            max_results: int, counts: dict[str, Any], cache: Any,
-            index_file: str) -> list[tuple[int, float]]:
-    """The best (rowid, similarity) per entry in scope, best first."""
+            max_results: int, counts: dict[str, Any], cache: Any, index_file: str,
+            known: set[int]) -> tuple[list[tuple[int, float]], dict[int, float]]:
+    """The best (rowid, similarity) per entry in scope, best first; and the similarity
+    with the neighbours' share (:func:`context_scores`) of each ``known`` (lexical)
+    entry in scope, by rowid."""
     scoped = _scoped(vectors, scope, cache, index_file)
     counts.update(entries_in_scope=scoped.needed, embedded_in_scope=scoped.covered)
     if scoped.covered < scoped.needed:
         raise SemanticFallback(f"embeddings cover {scoped.covered} of {scoped.needed} "
                                f"entries in scope")
     if scoped.needed == 0:
-        return []
+        return [], {}
     query = _query_vector(embedder, message[:MAX_QUERY_CHARS], counts)
     # einsum, not `@`: BLAS runs a matrix-vector product on all its threads, which on a
     # busy machine took 5 ms where one thread takes 0.2 ms (5,855 x 256); einsum's loop
@@ -186,7 +193,34 @@ def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: Embed
     top = top[np.lexsort((scoped.entries[top], -best[top]))]
     hits = {int(scoped.entries[position]): round(float(best[position]), 4) for position in top}
     counts["vector_candidates"] = len(hits)
-    return list(hits.items())
+    context: dict[int, float] = {}
+    if known:
+        wanted = np.fromiter(known, dtype=np.int64, count=len(known))
+        positions = np.searchsorted(scoped.entries, wanted)
+        inside = positions < len(scoped.entries)
+        inside[inside] = scoped.entries[positions[inside]] == wanted[inside]
+        shared = context_scores(best)
+        context = {rowid: round(float(shared[position]), 4) for rowid, position
+                   in zip(wanted[inside].tolist(), positions[inside].tolist(), strict=True)}
+    return list(hits.items()), context
+
+
+def context_scores(scores: np.ndarray, share: float = NEIGHBOUR_SHARE) -> np.ndarray:
+    """Each entry's score with its better neighbour's: ``(own + share x max(0, the better
+    of the entries just before and after it)) / (1 + share)``, entries in session order.
+
+    Why: in a conversation the turn that answers a question seldom repeats its words; the
+    question is often the turn before it (on LoCoMo the best vector match was often the
+    other speaker's question, the evidence its answer), so a turn next to a good match
+    shares some of it. Dividing by ``1 + share`` keeps an entry without such neighbours
+    on its own scale.
+    """
+    if len(scores) < 2 or share == 0:
+        return scores
+    before = np.concatenate(([-np.inf], scores[:-1]))
+    after = np.concatenate((scores[1:], [-np.inf]))
+    neighbour = np.maximum(0.0, np.maximum(before, after))
+    return ((scores + share * neighbour) / (1 + share)).astype(np.float32)
 
 
 def entry_scores(similarity: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -294,15 +328,17 @@ def lexical_strength(item: Ranked, rarity: Mapping[Any, float]) -> float:
     return matched / mass * STRENGTH_TOKENS / (STRENGTH_TOKENS + max(0, item.row.tokens))
 
 
-def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]], extra: dict[int, Row],
-          rarity: Mapping[Any, float]) -> tuple[list[Ranked], int]:
-    """Lexical items in their tiers, vector candidates fused into ``other``; and how many
-    lexical hits were strong."""
+def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]], context: dict[int, float],
+          extra: dict[int, Row], rarity: Mapping[Any, float]) -> tuple[list[Ranked], int]:
+    """Lexical items in their tiers, each of ``other`` with its similarity's part (of
+    ``context``); vector candidates fused into ``other``; and how many lexical hits were
+    strong."""
     by_key: dict[CandidateKey, Ranked] = {(item.row.session_id, item.row.entry_id): item
                                           for item in ranked}
     by_rowid = {item.row.rowid: item for item in ranked}
     lexical = [Candidate(key, item.tier, item.score, float(item.row.ts_ms or 0),  # type: ignore[arg-type]
-                         round(lexical_strength(item, rarity), 4))
+                         round(lexical_strength(item, rarity), 4),
+                         context.get(item.row.rowid))
                for key, item in by_key.items()]
     semantic: list[tuple[CandidateKey, float]] = []
     for rowid, similarity in hits:
@@ -315,17 +351,23 @@ def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]], extra: dict[int, 
             continue
         semantic.append(((row.session_id, row.entry_id), similarity))
     fused = fuse(lexical, semantic)
+    for candidate in fused:
+        if candidate.points:  # explained like every other part of the score
+            item = by_key[candidate.key]
+            item.add(candidate.points,
+                     f"semantic similarity {context[item.row.rowid]:.2f}")
+            item.score = round(item.score, 2)
     return [by_key[candidate.key] for candidate in fused], sum(c.strong for c in fused)
 
 
 def _vector_only(row: Row, similarity: float) -> Ranked:
-    """A candidate only the vectors found: tier ``other``, scored by its similarity."""
+    """A candidate only the vectors found: tier ``other``, scored by its similarity, the
+    active branch and the row's own parts (``ranking.row_parts``: authority, token cost)."""
     item = Ranked(row, [])
-    item.add(round(FTS_MATCH * similarity, 2), f"semantic similarity {similarity:.2f}")
-    item.add(ACTIVE_BRANCH, "active branch")
-    item.add(AUTHORITY.get(row.role or "", 0.0), f"{row.role} authority")
-    penalty = MAX_TOKEN_PENALTY * min(1.0, row.tokens / TOKENS_FOR_FULL_PENALTY)
-    item.add(-round(penalty, 2), "token cost")
+    item.add(round(VECTOR_MATCH * similarity, 2), f"vector match {similarity:.2f}")
+    item.add(VECTOR_BRANCH, "active branch")
+    for reason, points in row_parts(row):
+        item.add(points, reason)
     item.score = round(item.score, 2)
     return item
 
