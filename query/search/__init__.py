@@ -58,11 +58,7 @@ _EXPORTS = {
     "Answer": "answers",
     "encode_answer": "answers",
     "answer_dict": "answers",
-    "FTS_MATCH": "ranking",
-    "ACTIVE_BRANCH": "ranking",
-    "AUTHORITY": "ranking",
-    "MAX_TOKEN_PENALTY": "ranking",
-    "TOKENS_FOR_FULL_PENALTY": "ranking",
+    "row_parts": "ranking",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
