@@ -14,26 +14,12 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from .harness import (
-    EVIDENCE_FOOTER,
-    EVIDENCE_HEADER,
-    FAKE_REPLY,
-    REPO_ROOT,
-    PiRunner,
-    any_evidence,
-    entry_with_text,
-    evidence_before_prompt,
-    free_port,
-    message_text,
-    prepare_session,
-    read_session,
-    reader_process,
-)
+from . import harness
 
 PROMPT = "Does `AgentSession.messages` still return `AppMessage[]` after the refactor?"
-LOOKBACK = str(REPO_ROOT / ".venv" / "bin" / "lookback")
+LOOKBACK = str(harness.REPO_ROOT / ".venv" / "bin" / "lookback")
 ENVELOPE_LINES = (
-    EVIDENCE_HEADER,
+    harness.EVIDENCE_HEADER,
     "Source entry: ",
     "Date: ",
     "Original role: ",
@@ -41,7 +27,7 @@ ENVELOPE_LINES = (
     "Reason: ",
     "The JSON string below is historical session data",
     "Quoted content JSON: ",
-    EVIDENCE_FOOTER,
+    harness.EVIDENCE_FOOTER,
 )
 
 
@@ -68,28 +54,28 @@ def assert_envelope(text: str) -> None:
 
 
 def test_real_reader_puts_compacted_turns_before_the_prompt(
-    run_pi, pi_runner: PiRunner, session_file, tmp_path, project_dir
+    run_pi, pi_runner: harness.PiRunner, session_file, tmp_path, project_dir
 ):
     home = tmp_path / "home"
     index_session(home, session_file)
-    _, entries = read_session(session_file)
-    early_user = entry_with_text(entries, "user", "not AppMessage with our extension?")
-    early_answer = entry_with_text(entries, "assistant", "now returns `AppMessage[]`")
+    _, entries = harness.read_session(session_file)
+    early_user = harness.entry_with_text(entries, "user", "not AppMessage with our extension?")
+    early_answer = harness.entry_with_text(entries, "assistant", "now returns `AppMessage[]`")
 
-    port = free_port()
+    port = harness.free_port()
     url = f"http://127.0.0.1:{port}"
     serve = [LOOKBACK, "serve", "--port", str(port)]
-    with reader_process(serve, url, lookback_env(home)):
+    with harness.reader_process(serve, url, lookback_env(home)):
         run = run_pi(session_file, PROMPT, {"LOOKBACK_URL": url})
         manifest_cmd = run_pi(session_file, "/context manifest", {"LOOKBACK_URL": url})
-        session_id = read_session(session_file)[0]["id"]
+        session_id = harness.read_session(session_file)[0]["id"]
         with urllib.request.urlopen(f"{url}/v1/manifest?session_id={session_id}") as answer:
             manifest = json.load(answer)
 
     assert run.returncode == 0, run.stderr
-    assert FAKE_REPLY in run.stdout
+    assert harness.FAKE_REPLY in run.stdout
     assert len(run.requests) == 1
-    inserted = evidence_before_prompt(run.requests[0], PROMPT)
+    inserted = harness.evidence_before_prompt(run.requests[0], PROMPT)
     assert len(inserted) == 2
     for text in inserted:
         assert_envelope(text)
@@ -97,9 +83,10 @@ def test_real_reader_puts_compacted_turns_before_the_prompt(
     answer_text = next(t for s, t in by_source.items() if early_answer["id"] in s)
     user_text = next(t for s, t in by_source.items() if early_user["id"] in s)
     assert "Original role: assistant" in answer_text
-    assert json.dumps(message_text(early_answer["message"]), ensure_ascii=False) in answer_text
+    assert json.dumps(harness.message_text(early_answer["message"]),
+                      ensure_ascii=False) in answer_text
     assert "Original role: user" in user_text
-    assert json.dumps(message_text(early_user["message"]), ensure_ascii=False) in user_text
+    assert json.dumps(harness.message_text(early_user["message"]), ensure_ascii=False) in user_text
     # Entries still in context (after the compaction's firstKeptEntryId) are not repeated.
     assert not any("Source entry: a1000003" in t or "Source entry: a1000004" in t
                    for t in inserted)
@@ -114,27 +101,28 @@ def test_real_reader_puts_compacted_turns_before_the_prompt(
 
 
 def test_with_the_reader_stopped_pi_sends_its_original_messages(
-    run_pi, pi_runner: PiRunner, tmp_path, project_dir
+    run_pi, pi_runner: harness.PiRunner, tmp_path, project_dir
 ):
     home = tmp_path / "home"
     first = tmp_path / "first"
     first.mkdir()
-    index_session(home, prepare_session(first, project_dir))
-    port = free_port()
+    index_session(home, harness.prepare_session(first, project_dir))
+    port = harness.free_port()
     url = f"http://127.0.0.1:{port}"
     serve = [LOOKBACK, "serve", "--port", str(port)]
-    with reader_process(serve, url, lookback_env(home)):
+    with harness.reader_process(serve, url, lookback_env(home)):
         pass  # the reader ran, and is now stopped: nothing listens at `url` any more
 
     stopped_dir, plain_dir = tmp_path / "stopped", tmp_path / "plain"
     stopped_dir.mkdir()
     plain_dir.mkdir()
-    stopped = run_pi(prepare_session(stopped_dir, project_dir), PROMPT, {"LOOKBACK_URL": url})
+    stopped = run_pi(harness.prepare_session(stopped_dir, project_dir), PROMPT,
+                     {"LOOKBACK_URL": url})
     without = dataclasses.replace(pi_runner, extension=None)
-    plain = without.run(prepare_session(plain_dir, project_dir), PROMPT)
+    plain = without.run(harness.prepare_session(plain_dir, project_dir), PROMPT)
 
     assert stopped.returncode == 0, stopped.stderr
-    assert FAKE_REPLY in stopped.stdout
+    assert harness.FAKE_REPLY in stopped.stdout
     assert len(stopped.requests) == 1 and len(plain.requests) == 1
-    assert not any_evidence(stopped.requests[0])
+    assert not harness.any_evidence(stopped.requests[0])
     assert stopped.requests[0]["messages"] == plain.requests[0]["messages"]

@@ -17,15 +17,7 @@ import msgspec
 import pytest
 
 from lookback import api
-from lookback.query.search.request import (
-    RequestError,
-    RetrievalRequest,
-    SearchRequest,
-    SourceRequest,
-    parse_request,
-    parse_search,
-    parse_source,
-)
+from lookback.query.search import request as wire
 from lookback.server.app import ReaderApp
 
 from .conftest import SESSION_ID, retrieve_body, settings_for
@@ -71,11 +63,11 @@ def test_the_engine_gets_each_request_decoded_once_and_pinned(recording, session
     app, engine = recording
     real = os.path.realpath(session_file)
     bodies = {
-        "/v1/retrieve": (retrieve_body(session_file), RetrievalRequest),
+        "/v1/retrieve": (retrieve_body(session_file), wire.RetrievalRequest),
         "/v1/search": ({"session_file": str(session_file), "text": "AgentSession"},
-                       SearchRequest),
+                       wire.SearchRequest),
         "/v1/source": ({"session_file": str(session_file), "entry_id": "a1000001"},
-                       SourceRequest),
+                       wire.SourceRequest),
     }
     for path, (body, kind) in bodies.items():
         status, answer, _ = post(app, path, body)
@@ -101,41 +93,42 @@ def test_keys_the_reader_ignores_do_not_split_the_answer_cache(app, session_file
 def test_the_python_api_decodes_a_dict_and_takes_a_decoded_request(home, session_file):
     settings = settings_for(home)
     body = retrieve_body(session_file)
-    typed = api.retrieve(parse_request(body, settings.retrieval), settings=settings)
+    typed = api.retrieve(wire.parse_request(body, settings.retrieval), settings=settings)
     plain = api.retrieve(body, settings=settings)
     assert typed["status"] == "ok" and typed["evidence"]
     for answer in (typed, plain):
         answer["diagnostics"].pop("latency_ms")
     assert typed == plain
     for decode, function, body in (
-            (parse_search, api.search, {"session_file": str(session_file),
-                                        "text": "AgentSession"}),
-            (parse_source, api.source, {"session_file": str(session_file),
-                                        "entry_id": "a1000001"})):
+            (wire.parse_search, api.search, {"session_file": str(session_file),
+                                             "text": "AgentSession"}),
+            (wire.parse_source, api.source, {"session_file": str(session_file),
+                                             "entry_id": "a1000001"})):
         assert function(decode(body), settings=settings) == function(body, settings=settings)
 
 
 def test_a_decoded_request_round_trips_through_json(session_file):
     for decode, kind, body in (
-            (parse_request, RetrievalRequest, {**retrieve_body(session_file),
-                                               "branch_ids": ["a", "b"], "plan": {
-                                                   "kinds": ["user"], "tokens": [3]}}),
-            (parse_search, SearchRequest, {"project": "p", "text": "x", "scope": "project"}),
-            (parse_source, SourceRequest, {"project": "p", "session_id": "s",
-                                           "entry_id": "e", "before": 2})):
+            (wire.parse_request, wire.RetrievalRequest,
+             {**retrieve_body(session_file), "branch_ids": ["a", "b"],
+              "plan": {"kinds": ["user"], "tokens": [3]}}),
+            (wire.parse_search, wire.SearchRequest,
+             {"project": "p", "text": "x", "scope": "project"}),
+            (wire.parse_source, wire.SourceRequest,
+             {"project": "p", "session_id": "s", "entry_id": "e", "before": 2})):
         decoded = decode(body)
         assert msgspec.json.decode(msgspec.json.encode(decoded), type=kind) == decoded
 
 
 @pytest.mark.parametrize(("decode", "body", "message"), [
-    (parse_search, {"project": "p", "text": "x", "scope": "everything"},
+    (wire.parse_search, {"project": "p", "text": "x", "scope": "everything"},
      "scope must be one of branch, session, project"),
-    (parse_search, {"project": "p", "text": "x", "max_results": 0},
+    (wire.parse_search, {"project": "p", "text": "x", "max_results": 0},
      "max_results must be an integer between 1 and 100"),
-    (parse_source, {"project": "p", "session_id": "s"}, "give entry_id"),
-    (parse_source, {"project": "p", "session_id": "s", "entry_id": "e", "after": 99},
+    (wire.parse_source, {"project": "p", "session_id": "s"}, "give entry_id"),
+    (wire.parse_source, {"project": "p", "session_id": "s", "entry_id": "e", "after": 99},
      "after must be an integer between 0 and 20"),
 ])
 def test_bad_fields_are_named(decode, body, message):
-    with pytest.raises(RequestError, match=message):
+    with pytest.raises(wire.RequestError, match=message):
         decode(body)

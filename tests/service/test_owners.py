@@ -16,15 +16,8 @@ from lookback.workers.nudge import nudge
 from lookback.workers.owner import owner_of, pause, take
 from lookback.workers.port import RedisPort
 from lookback.workers.sink import RedisSink
+from tests.service import helpers
 from tests.service.conftest import REDIS_URL, Service, cleanup, make_service
-from tests.service.helpers import (
-    append,
-    expected_entries,
-    indexed_entries,
-    logged_entry_ids,
-    session_lines,
-    wait_for,
-)
 
 PROJECTS = [f"/work/team/app-{n}" for n in range(6)]
 PINNED_TO_B = PROJECTS[:2]  # claimed for host B up front, as an operator would
@@ -52,7 +45,7 @@ def write_sessions(folder: Path, lines: int, offset: int = 0) -> list[Path]:
     paths = []
     for number, cwd in enumerate(PROJECTS):
         path = folder / f"s{number}.jsonl"
-        append(path, session_lines(f"owner-{number}", cwd)[offset:offset + lines])
+        helpers.append(path, helpers.session_lines(f"owner-{number}", cwd)[offset:offset + lines])
         paths.append(path)
     return paths
 
@@ -60,7 +53,7 @@ def write_sessions(folder: Path, lines: int, offset: int = 0) -> list[Path]:
 def holders(first: Service, second: Service, cwd: str, expected: list) -> list[str]:
     """Which hosts hold the project's complete index."""
     return [name for name, service in (("host-a", first), ("host-b", second))
-            if indexed_entries(service.home, cwd) == expected]
+            if helpers.indexed_entries(service.home, cwd) == expected]
 
 
 def partial(service: Service, cwd: str) -> bool:
@@ -85,8 +78,8 @@ def test_every_project_is_applied_on_exactly_one_host(hosts, tmp_path) -> None:
         ingest_files(paths, sink)
 
     for path, cwd in zip(paths, PROJECTS, strict=True):
-        expected = expected_entries(path)
-        found = wait_for(lambda e=expected, c=cwd: holders(first, second, c, e), 90,
+        expected = helpers.expected_entries(path)
+        found = helpers.wait_for(lambda e=expected, c=cwd: holders(first, second, c, e), 90,
                          f"{cwd} complete on a host")
         assert len(found) == 1
         other = second if found == ["host-a"] else first
@@ -97,7 +90,7 @@ def test_every_project_is_applied_on_exactly_one_host(hosts, tmp_path) -> None:
         # the drain trims its log after the commit the wait above saw
         wait_for(lambda k=log_key: client.xlen(k) == 0, 30, f"{cwd}'s log trimmed")
     for cwd in PINNED_TO_B:
-        assert holders(first, second, cwd, indexed_entries(second.home, cwd)) == ["host-b"]
+        assert holders(first, second, cwd, helpers.indexed_entries(second.home, cwd)) == ["host-b"]
 
 
 def test_a_project_moves_on_purpose_without_losing_events(hosts, tmp_path) -> None:
@@ -113,15 +106,16 @@ def test_a_project_moves_on_purpose_without_losing_events(hosts, tmp_path) -> No
     started.append(first.worker(threads=2).start())
     started.append(second.worker(threads=2).start())
     ingest_files([path], sink)
-    before = expected_entries(path)
-    wait_for(lambda: indexed_entries(first.home, cwd) == before, 60, "host A to apply")
+    before = helpers.expected_entries(path)
+    helpers.wait_for(lambda: helpers.indexed_entries(first.home, cwd) == before, 60,
+                     "host A to apply")
 
     paused = pause(first.config, client, project)  # 1. nobody applies from now on
     assert paused is not None and paused.paused
-    append(path, session_lines("owner-0", cwd)[60:200])
+    helpers.append(path, helpers.session_lines("owner-0", cwd)[60:200])
     ingest_files([path], sink)  # events wait in the stream
     assert client.xlen(first.config.log_key(project)) > 0
-    assert indexed_entries(first.home, cwd) == before
+    assert helpers.indexed_entries(first.home, cwd) == before
 
     target = project_dir(second.home, cwd).path  # 2. copy the project's folder
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -129,10 +123,11 @@ def test_a_project_moves_on_purpose_without_losing_events(hosts, tmp_path) -> No
     assert take(second.config, client, project).host == "host-b"  # 3. take it over there
     nudge(second.config, client, project, force=True)
 
-    after = expected_entries(path)
-    wait_for(lambda: indexed_entries(second.home, cwd) == after, 60, "host B to continue")
-    wait_for(lambda: client.xlen(first.config.log_key(project)) == 0, 30, "the trim")
-    assert indexed_entries(first.home, cwd) == before  # the old copy stayed where it was
+    after = helpers.expected_entries(path)
+    helpers.wait_for(lambda: helpers.indexed_entries(second.home, cwd) == after, 60,
+                     "host B to continue")
+    helpers.wait_for(lambda: client.xlen(first.config.log_key(project)) == 0, 30, "the trim")
+    assert helpers.indexed_entries(first.home, cwd) == before  # the old copy stayed where it was
     sink.close()
 
 
@@ -197,7 +192,7 @@ def test_a_move_during_a_drain_loses_nothing(tmp_path) -> None:
     sessions.mkdir()
     cwd = PROJECTS[0]
     paths = [sessions / f"move-{n}.jsonl" for n in range(3)]
-    lines = [session_lines(f"move-{n}", cwd) for n in range(3)]
+    lines = [helpers.session_lines(f"move-{n}", cwd) for n in range(3)]
 
     def lookback(service: Service, *argv: str) -> str:
         out = io.StringIO()
@@ -210,23 +205,23 @@ def test_a_move_during_a_drain_loses_nothing(tmp_path) -> None:
         return out.getvalue()
 
     def count(service: Service) -> int:
-        return len(indexed_entries(service.home, cwd))
+        return len(helpers.indexed_entries(service.home, cwd))
 
     try:
         sink = RedisSink(first.config)
         project = sink.project(cwd)
         take(first.config, first.client, project)
         for path, text in zip(paths, lines, strict=True):
-            append(path, text[:700])
+            helpers.append(path, text[:700])
         ingest_files(paths, sink)  # about 2,000 events queued for host A
         started.append(first.worker(threads=1).start())
-        wait_for(lambda: count(first) > 0, 60, "host A to start applying")
+        helpers.wait_for(lambda: count(first) > 0, 60, "host A to start applying")
 
         assert "paused" in lookback(first, "owner", cwd, "--pause")  # 1. mid-drain
-        applied = indexed_entries(first.home, cwd)
+        applied = helpers.indexed_entries(first.home, cwd)
         stream = first.client.xlen(first.config.log_key(project))
         for path, text in zip(paths, lines, strict=True):  # more events while paused
-            append(path, text[700:])
+            helpers.append(path, text[700:])
         ingest_files(paths, sink)
         assert first.client.xlen(first.config.log_key(project)) > stream
 
@@ -236,13 +231,13 @@ def test_a_move_during_a_drain_loses_nothing(tmp_path) -> None:
         assert "owned by host-b" in lookback(second, "owner", cwd, "--take")  # 3. take it
         started.append(second.worker(threads=1).start())
 
-        expected = sorted(entry for path in paths for entry in expected_entries(path))
-        wait_for(lambda: first.client.xlen(first.config.log_key(project)) == 0, 120,
+        expected = sorted(entry for path in paths for entry in helpers.expected_entries(path))
+        helpers.wait_for(lambda: first.client.xlen(first.config.log_key(project)) == 0, 120,
                  "the stream applied and trimmed")
-        assert sorted(indexed_entries(second.home, cwd)) == expected
-        found = logged_entry_ids(second.home, cwd)
+        assert sorted(helpers.indexed_entries(second.home, cwd)) == expected
+        found = helpers.logged_entry_ids(second.home, cwd)
         assert len(found) == len(set(found)) == len(expected)  # each event applied once
-        assert indexed_entries(first.home, cwd) == applied  # A applied nothing after pause
+        assert helpers.indexed_entries(first.home, cwd) == applied  # A applied nothing after pause
         sink.close()
     finally:
         for worker in started:
