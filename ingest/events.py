@@ -26,12 +26,6 @@ from lookback.ingest import jsonio
 EVENT_KINDS = ("session", "entry", "reset", "leaf")
 
 
-class EventError(LookbackError, ValueError):
-    """An event that cannot be decoded or applied, whatever the retry."""
-
-    code = "bad-event"
-
-
 @dataclass(frozen=True)
 class Event:
     kind: str
@@ -81,6 +75,12 @@ class Event:
             raise EventError("leaf event without a target id")
         elif self.kind == "reset":
             _check_fields(self.payload, _RESET_FIELDS, "reset")
+
+
+class EventError(LookbackError, ValueError):
+    """An event that cannot be decoded or applied, whatever the retry."""
+
+    code = "bad-event"
 
 
 _INT64 = (-(2**63), 2**63 - 1)

@@ -111,21 +111,24 @@ def retrieve_answer(request: dict[str, Any] | RetrievalRequest, *,
 def search_answer(request: dict[str, Any] | SearchRequest, *, settings: Settings | None = None,
                   reader: IndexReader | None = None) -> SearchAnswer:
     """Explicit history search with a chosen scope (branch, session or project)."""
-    settings = settings or load_settings()
     parsed = request if isinstance(request, SearchRequest) else parse_search(request)
-    reader = reader or default_reader(settings)
     with _bad_session_file():
-        return HistorySearch(reader, privacy_policy(settings)).search(parsed)
+        return _history(settings, reader).search(parsed)
 
 
 def source_answer(request: dict[str, Any] | SourceRequest, *, settings: Settings | None = None,
                   reader: IndexReader | None = None) -> SourceAnswer:
     """One entry's full indexed text, by session and entry id."""
-    settings = settings or load_settings()
     parsed = request if isinstance(request, SourceRequest) else parse_source(request)
-    reader = reader or default_reader(settings)
     with _bad_session_file():
-        return HistorySearch(reader, privacy_policy(settings)).source(parsed)
+        return _history(settings, reader).source(parsed)
+
+
+def _history(settings: Settings | None, reader: IndexReader | None) -> HistorySearch:
+    """History search and source over ``reader`` (default: the settings' index), gated by the
+    settings' privacy policy."""
+    settings = settings or load_settings()
+    return HistorySearch(reader or default_reader(settings), privacy_policy(settings))
 
 
 def retrieve(request: dict[str, Any] | RetrievalRequest, *, settings: Settings | None = None,

@@ -71,12 +71,15 @@ def build_server(tools: HistoryTools,
     project_field = Field(description=(
         "the project: its folder's absolute path (the session's working directory) or "
         "Lookback's project name; default: the folder this server was started in"))
+    query_field = Field(description="what to look for: identifiers, phrases, words",
+                        min_length=1, max_length=20_000)
+    entry_id_field = Field(description="the entry's id (Source entry of a result)",
+                           min_length=1, max_length=200)
 
     @server.tool(name="history_search", description=SEARCH_DESCRIPTION, annotations=read_only,
                  structured_output=False)
     def history_search(
-        query: Annotated[str, Field(description="what to look for: identifiers, phrases, "
-                                    "words", min_length=1, max_length=20_000)],
+        query: Annotated[str, query_field],
         ctx: Context,
         scope: Annotated[Literal["branch", "session", "project"], Field(
             description="branch: the session's current branch; session: every branch; "
@@ -96,8 +99,7 @@ def build_server(tools: HistoryTools,
     @server.tool(name="history_read", description=READ_DESCRIPTION, annotations=read_only,
                  structured_output=False)
     def history_read(
-        entry_id: Annotated[str, Field(description="the entry's id (Source entry of a "
-                                       "result)", min_length=1, max_length=200)],
+        entry_id: Annotated[str, entry_id_field],
         ctx: Context,
         session_id: Annotated[str | None, Field(description=(
             "the entry's session id (from the result's envelope)"))] = None,
