@@ -209,8 +209,10 @@ def test_the_best_source_is_shrunk_to_the_budget_not_dropped_for_a_shorter_one(i
     assert json.loads(quoted[len("Quoted content JSON: "):]) == item["excerpt"]
 
 
-def write_session(path: Path, texts: list[str], *, cwd: str = "/made/up") -> Path:
-    lines = [{"type": "session", "version": 3, "id": "made-up", "cwd": cwd,
+def write_session(path: Path, texts: list[str], *, cwd: str = "/made/up",
+                  session_id: str = "made-up") -> Path:
+    """A Pi session of ``texts``, user and assistant in turn, one second apart."""
+    lines = [{"type": "session", "version": 3, "id": session_id, "cwd": cwd,
               "timestamp": "2026-01-01T00:00:00Z"}]
     for number, text in enumerate(texts):
         lines.append({"type": "message", "id": f"m{number}",

@@ -144,6 +144,17 @@ def test_sql_verification_agrees_with_the_python_matcher_on_real_text():
     assert compared > 500
 
 
+def _assert_sql_bits_match_python(rows, searched, texts: list[str], question: str) -> int:
+    """Each row's phrase bits from SQL (``matches_of``) are the terms the Python matcher finds
+    in its text (``texts[rowid - 1]``); how many rows were compared."""
+    matcher = TermMatcher(searched.terms)
+    for row in rows:
+        in_sql = {(m.term, m.literal) for m in matches_of(row, searched)}
+        in_python = {(m.term, m.literal) for m in matcher.match(texts[row.rowid - 1])}
+        assert in_sql == in_python, (question[:60], row.rowid)
+    return len(rows)
+
+
 def test_italian_prefix_matches_agree_with_the_python_matcher_on_real_text():
     """Italian questions (tests/fixtures/semantic_questions.json, both halves: nothing
     is chosen here) on the fixtures' real messages: the rows FTS5 finds for their
@@ -161,12 +172,7 @@ def test_italian_prefix_matches_agree_with_the_python_matcher_on_real_text():
         prefixed += searched.query.expression.count("*")
         rows = merge_candidates(connection, searched, [], fts_search(
             connection, searched.query, Scope(session_id="s"), 40))
-        matcher = TermMatcher(searched.terms)
-        for row in rows:
-            in_sql = {(m.term, m.literal) for m in matches_of(row, searched)}
-            in_python = {(m.term, m.literal) for m in matcher.match(texts[row.rowid - 1])}
-            assert in_sql == in_python, (question[:60], row.rowid)
-            compared += 1
+        compared += _assert_sql_bits_match_python(rows, searched, texts, question)
     assert prefixed > 20 and compared >= 250
 
 
@@ -191,12 +197,7 @@ def test_a_many_term_message_is_ranked_by_its_rarest_phrases_and_fully_verified(
         rows = fts_search(connection, query, scope, 24, selective_expression(connection, query))
         assert all(row.phrases == 0 for row in rows)  # left for add_phrase_bits
         merged = merge_candidates(connection, searched, [], rows)
-        matcher = TermMatcher(searched.terms)
-        for row in merged:
-            in_sql = {(m.term, m.literal) for m in matches_of(row, searched)}
-            in_python = {(m.term, m.literal) for m in matcher.match(texts[row.rowid - 1])}
-            assert in_sql == in_python, (question[:60], row.rowid)
-            compared += 1
+        compared += _assert_sql_bits_match_python(merged, searched, texts, question)
         questions += 1
         if questions == 15:
             break

@@ -33,6 +33,7 @@ from lookback.query.search.answers import (
 )
 from lookback.server.app import ReaderApp
 from tests.support import index_paths
+from tests.test_retrieve import write_session
 
 from .conftest import retrieve_body, settings_for
 
@@ -61,19 +62,9 @@ def marked(tmp_path: Path, home: Path) -> Path:
     texts = [f"the {TERM} config lives in quux.toml",
              f"[lookback:sensitive]the {TERM} token is private[/lookback:sensitive]",
              f"and the {TERM} retries twice", "now the question"]
-    lines: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": SESSION,
-                                    "cwd": str(tmp_path / "proj"),
-                                    "timestamp": "2026-01-01T00:00:00Z"}]
-    for number, text in enumerate(texts):
-        lines.append({"type": "message", "id": f"m{number}",
-                      "parentId": f"m{number - 1}" if number else None,
-                      "timestamp": f"2026-01-01T00:00:0{number}Z",
-                      "message": {"role": "user" if number % 2 == 0 else "assistant",
-                                  "content": [{"type": "text", "text": text}],
-                                  "timestamp": 1767225600000 + number}})
-    path = tmp_path / "marked" / "marked.jsonl"
-    path.parent.mkdir()
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (tmp_path / "marked").mkdir()
+    path = write_session(tmp_path / "marked" / "marked.jsonl", texts,
+                         cwd=str(tmp_path / "proj"), session_id=SESSION)
     index_paths(home, path)
     return path
 
