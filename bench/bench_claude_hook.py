@@ -31,7 +31,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,34 +92,48 @@ def wait_for(url: str, timeout: float = 30) -> None:
     raise SystemExit("the reader did not start")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
+@contextmanager
+def live_reader(sessions: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
+    """A ``lookback serve`` subprocess over ``sessions`` indexed into a throwaway home, no
+    agent's own folders read: (the home, the reader's URL, the environment to run hooks in)."""
     with tempfile.TemporaryDirectory() as home:
         port = free_port()
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("LOOKBACK_")},
                "LOOKBACK_HOME": home, "LOOKBACK_SERVER__PORT": str(port),
-               "CLAUDE_CONFIG_DIR": str(Path(home) / "no-claude")}
-        subprocess.run([LOOKBACK, "index", str(PROJECTS)], env=env, check=True,
+               "CLAUDE_CONFIG_DIR": str(Path(home) / "no-claude"),
+               "CODEX_HOME": str(Path(home) / "no-codex")}
+        subprocess.run([LOOKBACK, "index", str(sessions)], env=env, check=True,
                        capture_output=True)
         server = subprocess.Popen([LOOKBACK, "serve"], env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         try:
-            wait_for(f"http://127.0.0.1:{port}")
-            lean = [sys.executable, "-S", "-I", HOOK, "--url", f"http://127.0.0.1:{port}"]
-            time_runs(lean, 3, env, True)  # warm the reader and the OS caches
-            report("python -S -I -c pass", time_runs(
-                [sys.executable, "-S", "-I", "-c", "pass"], args.runs, env, False))
-            report("installed hook", time_runs(lean, args.runs, env, True))
-            report("lookback hook claude-code", time_runs(
-                [LOOKBACK, "hook", "claude-code"], args.runs, env, True))
-            down = [*lean[:-1], f"http://127.0.0.1:{free_port()}"]
-            report("installed hook, reader down", time_runs(down, args.runs, env, False))
+            url = f"http://127.0.0.1:{port}"
+            wait_for(url)
+            yield home, url, env
         finally:
             server.terminate()
             server.wait(timeout=10)
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+
+
+def runs_argument() -> int:
+    parser = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    return parser.parse_args().runs
+
+
+def main() -> None:
+    runs = runs_argument()
+    with live_reader(PROJECTS) as (_, url, env):
+        lean = [sys.executable, "-S", "-I", HOOK, "--url", url]
+        time_runs(lean, 3, env, True)  # warm the reader and the OS caches
+        report("python -S -I -c pass", time_runs(
+            [sys.executable, "-S", "-I", "-c", "pass"], runs, env, False))
+        report("installed hook", time_runs(lean, runs, env, True))
+        report("lookback hook claude-code", time_runs(
+            [LOOKBACK, "hook", "claude-code"], runs, env, True))
+        down = [*lean[:-1], f"http://127.0.0.1:{free_port()}"]
+        report("installed hook, reader down", time_runs(down, runs, env, False))
 
 
 if __name__ == "__main__":

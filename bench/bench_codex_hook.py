@@ -22,23 +22,27 @@ Reports p50/p95/max in ms per variant; the target is p50 ≤ 150 ms for the inst
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_claude_hook import free_port, report, time_runs, wait_for  # noqa: E402
+from bench.bench_claude_hook import (  # noqa: E402
+    LOOKBACK,
+    ROOT,
+    free_port,
+    live_reader,
+    report,
+    runs_argument,
+    time_runs,
+)
+from tests.support import persist_hook_context  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = ROOT / "tests" / "fixtures" / "codex" / "sessions"
 MAIN = next(SESSIONS.glob("*/*/*/rollout-*-01a232ea-c266-*.jsonl"))
 PROMPT = "What did we decide about the config format, DEC-TOML-7?"
-LOOKBACK = str(Path(sys.executable).with_name("lookback"))
 HOOK = str(ROOT / "lookback" / "codex_hook.py")
 
 
@@ -68,51 +72,27 @@ def with_earlier_contexts(rollout: Path, folder: Path, url: str, env: dict[str, 
                               capture_output=True, env=env, check=True)
         context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] \
             if done.stdout else "[no evidence]"
-        line = {"timestamp": "2026-12-01T19:00:00.000Z", "type": "response_item", "payload": {
-            "type": "message", "id": f"msg_hook_{number}", "role": "developer",
-            "content": [{"type": "input_text", "text": context}],
-            "internal_chat_message_metadata_passthrough": {
-                "content_item_kinds": ["hooks.additional_context"]}}}
-        with copy.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+        persist_hook_context(copy, context, f"msg_hook_{number}")
     return copy
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as home:
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("LOOKBACK_")},
-               "LOOKBACK_HOME": home, "LOOKBACK_SERVER__PORT": str(port),
-               "CLAUDE_CONFIG_DIR": str(Path(home) / "no-claude"),
-               "CODEX_HOME": str(Path(home) / "no-codex")}
-        subprocess.run([LOOKBACK, "index", str(SESSIONS)], env=env, check=True,
-                       capture_output=True)
-        server = subprocess.Popen([LOOKBACK, "serve"], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-        try:
-            wait_for(url)
-            lean = [sys.executable, "-S", "-I", HOOK, "--url", url]
-            fresh = hook_input_for(MAIN)
-            time_runs(lean, 3, env, True, fresh)  # warm the reader and the OS caches
-            later = with_earlier_contexts(MAIN, Path(home), url, env)
-            report("python -S -I -c pass", time_runs(
-                [sys.executable, "-S", "-I", "-c", "pass"], args.runs, env, False, fresh))
-            report("installed hook", time_runs(lean, args.runs, env, True, fresh))
-            answers = _answers(lean, later, env)  # empty once everything is quoted
-            report("installed hook, 3 earlier ctx", time_runs(
-                lean, args.runs, env, answers, hook_input_for(later)))
-            report("lookback hook codex", time_runs(
-                [LOOKBACK, "hook", "codex"], args.runs, env, True, fresh))
-            down = [*lean[:-1], f"http://127.0.0.1:{free_port()}"]
-            report("installed hook, reader down", time_runs(down, args.runs, env, False, fresh))
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
-    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    runs = runs_argument()
+    with live_reader(SESSIONS) as (home, url, env):
+        lean = [sys.executable, "-S", "-I", HOOK, "--url", url]
+        fresh = hook_input_for(MAIN)
+        time_runs(lean, 3, env, True, fresh)  # warm the reader and the OS caches
+        later = with_earlier_contexts(MAIN, Path(home), url, env)
+        report("python -S -I -c pass", time_runs(
+            [sys.executable, "-S", "-I", "-c", "pass"], runs, env, False, fresh))
+        report("installed hook", time_runs(lean, runs, env, True, fresh))
+        answers = _answers(lean, later, env)  # empty once everything is quoted
+        report("installed hook, 3 earlier ctx", time_runs(
+            lean, runs, env, answers, hook_input_for(later)))
+        report("lookback hook codex", time_runs(
+            [LOOKBACK, "hook", "codex"], runs, env, True, fresh))
+        down = [*lean[:-1], f"http://127.0.0.1:{free_port()}"]
+        report("installed hook, reader down", time_runs(down, runs, env, False, fresh))
 
 
 def _answers(command: list[str], rollout: Path, env: dict[str, str]) -> bool:

@@ -163,6 +163,20 @@ def _write_lines(path: Path, lines: list[dict]) -> None:
     path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
 
 
+def _chain(conversation: Conversation, session_id: str, shape: str,
+           turns: list[Turn]) -> tuple[list[dict], str | None]:
+    """A session of ``turns``, each entry the child of the one before (their dialogue ids
+    recorded in ``conversation.ids``): its lines, header first, and the last entry's id."""
+    lines, parent = [_header(session_id, f"/locomo/{conversation.sample_id}/{shape}",
+                             turns[0].timestamp)], None
+    for position, turn in enumerate(turns):
+        entry_id = f"{position + 1:08x}"
+        lines.append(_entry(entry_id, parent, turn))
+        conversation.ids[(session_id, entry_id)] = turn.dia_id
+        parent = entry_id
+    return lines, parent
+
+
 def write(conversation: Conversation, corpus: Path) -> tuple[Path, Path]:
     """Write both shapes; return (a file of the search project, the retrieval file)."""
     folder = corpus / conversation.sample_id
@@ -170,26 +184,14 @@ def write(conversation: Conversation, corpus: Path) -> tuple[Path, Path]:
     first = None
     for number in sorted(conversation.sessions):
         turns = conversation.sessions[number]
-        session_id = _session_id(conversation.sample_id, "sessions", number)
-        lines, parent = [_header(session_id, f"/locomo/{conversation.sample_id}/sessions",
-                                 turns[0].timestamp)], None
-        for position, turn in enumerate(turns):
-            entry_id = f"{position + 1:08x}"
-            lines.append(_entry(entry_id, parent, turn))
-            conversation.ids[(session_id, entry_id)] = turn.dia_id
-            parent = entry_id
+        lines, _ = _chain(conversation, _session_id(conversation.sample_id, "sessions", number),
+                          "sessions", turns)
         path = folder / f"session-{number:03d}.jsonl"
         _write_lines(path, lines)
         first = first or path
     turns = conversation.turns
-    session_id = _session_id(conversation.sample_id, "one-file")
-    lines, parent = [_header(session_id, f"/locomo/{conversation.sample_id}/one-file",
-                             turns[0].timestamp)], None
-    for position, turn in enumerate(turns):
-        entry_id = f"{position + 1:08x}"
-        lines.append(_entry(entry_id, parent, turn))
-        conversation.ids[(session_id, entry_id)] = turn.dia_id
-        parent = entry_id
+    lines, parent = _chain(conversation, _session_id(conversation.sample_id, "one-file"),
+                           "one-file", turns)
     kept = f"{len(turns) - TAIL + 1:08x}"
     lines.append({"type": "compaction", "id": "c0000000", "parentId": parent,
                   "timestamp": _iso(turns[-1].timestamp + dt.timedelta(seconds=1)),

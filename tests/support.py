@@ -3,6 +3,7 @@ a session file, indexing into a test home, what got indexed."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -73,3 +74,15 @@ def entry_ids(home: Path, cwd: str) -> set[str]:
         return {row[0] for row in connection.execute("SELECT entry_id FROM entries")}
     finally:
         connection.close()
+
+
+def persist_hook_context(rollout: Path, context: str, message_id: str) -> None:
+    """Append to a Codex rollout what Codex writes for a hook's ``additionalContext``: a
+    developer message marked as hook context."""
+    line = {"timestamp": "2026-12-01T19:00:00.000Z", "type": "response_item", "payload": {
+        "type": "message", "id": message_id, "role": "developer",
+        "content": [{"type": "input_text", "text": context}],
+        "internal_chat_message_metadata_passthrough": {
+            "content_item_kinds": ["hooks.additional_context"]}}}
+    with rollout.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line, separators=(",", ":")) + "\n")

@@ -23,7 +23,7 @@ from lookback.commands.install import codex_hook_command
 from lookback.query.context.evidence import FOOTER, HEADER
 from tests.hook_cases import FailOpenCases, Stdin, calls, context_of, fake_reader
 from tests.server.conftest import settings_for, start_server, stop_server
-from tests.support import index_paths
+from tests.support import index_paths, persist_hook_context
 from tests.test_codex import CWD, MAIN, MAIN_ID, SESSIONS, item, lines_of
 
 PROMPT = "What did we decide about the config format, DEC-TOML-7?"
@@ -60,13 +60,7 @@ def run(stdin: bytes, url: str, **options: Any) -> str | None:
 
 def persist(rollout: Path, context: str) -> None:
     """What Codex does with a hook's output: a developer message in the rollout."""
-    line = {"timestamp": "2026-12-01T19:00:00.000Z", "type": "response_item", "payload": {
-        "type": "message", "id": f"msg_hook_{time.monotonic_ns()}", "role": "developer",
-        "content": [{"type": "input_text", "text": context}],
-        "internal_chat_message_metadata_passthrough": {
-            "content_item_kinds": ["hooks.additional_context"]}}}
-    with rollout.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+    persist_hook_context(rollout, context, f"msg_hook_{time.monotonic_ns()}")
 
 
 # -- answers ------------------------------------------------------------------------------------
