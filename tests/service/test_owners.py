@@ -80,7 +80,7 @@ def test_every_project_is_applied_on_exactly_one_host(hosts, tmp_path) -> None:
     for path, cwd in zip(paths, PROJECTS, strict=True):
         expected = helpers.expected_entries(path)
         found = helpers.wait_for(lambda e=expected, c=cwd: holders(first, second, c, e), 90,
-                         f"{cwd} complete on a host")
+                                 f"{cwd} complete on a host")
         assert len(found) == 1
         other = second if found == ["host-a"] else first
         assert not partial(other, cwd), f"{cwd} was also applied on the other host"
@@ -88,7 +88,7 @@ def test_every_project_is_applied_on_exactly_one_host(hosts, tmp_path) -> None:
         assert owner is not None and owner.host == found[0]
         log_key = first.config.log_key(RedisSink(first.config).project(cwd))
         # the drain trims its log after the commit the wait above saw
-        wait_for(lambda k=log_key: client.xlen(k) == 0, 30, f"{cwd}'s log trimmed")
+        helpers.wait_for(lambda k=log_key: client.xlen(k) == 0, 30, f"{cwd}'s log trimmed")
     for cwd in PINNED_TO_B:
         assert holders(first, second, cwd, helpers.indexed_entries(second.home, cwd)) == ["host-b"]
 
