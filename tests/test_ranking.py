@@ -212,33 +212,3 @@ def test_the_excerpt_centres_on_a_form_match(home, tmp_path):
                       settings=load_settings({"home": str(home)}, environ={}),
                       reader=IndexReader(home))
     assert "reminded" in answer["evidence"][0]["excerpt"]
-
-
-def test_a_tool_output_repeating_the_question_counts_half_its_topics(home, tmp_path):
-    # The user said it; later a tool printed a file holding every word of the question.
-    turns = [("user", "the footer should show a warning when context usage is high"),
-             ("assistant", "I will look at the footer code."),
-             ("toolResult", "footer.ts: // context usage warning shown in the footer bar, "
-                            "usage above threshold"),
-             ("assistant", "Done.")]
-    turns += [("user", f"unrelated chat {n}") for n in range(20)]
-    turns.append(("user", "filler at the end"))
-    session = write_session(tmp_path / "t.jsonl", turns)
-    index_paths(home, session)
-    answer = retrieve({"session_file": str(session), "message":
-                       "the footer context usage warning", "context_ids": ["m024"]},
-                      settings=load_settings({"home": str(home)}, environ={}),
-                      reader=IndexReader(home))
-    by_id = {e["entry_id"]: e for e in answer["evidence"]}
-    assert [e["entry_id"] for e in answer["evidence"]][0] == "m000"
-
-    def topic_points(item: dict) -> dict[str, float]:
-        return {r.split(" +")[0]: float(r.split(" +")[1]) for r in item["reasons"]
-                if r.startswith("topic ")}
-
-    said, printed = topic_points(by_id["m000"]), topic_points(by_id["m002"])
-    assert set(said) == set(printed)  # the same words matched...
-    for topic, points in said.items():  # ...each worth half in the tool's output
-        assert printed[topic] == pytest.approx(points / 2, abs=0.01)
-    assert sum(float(r.split(" ")[-1]) for r in by_id["m002"]["reasons"]) == pytest.approx(
-        by_id["m002"]["score"], abs=0.02)

@@ -4,8 +4,7 @@
 exact identifier         100 (tier ``identifier``)
 exact phrase              85 (tier ``phrase``)
 FTS match                 60 (tier ``other``)
-matched topics           40 x rarity (0..1, the term's IDF in the index) per term,
-                         half of it in tool and command output
+matched topics           40 x rarity (0..1, the term's IDF in the index) per term
 active branch             15
 same file / symbol / error  12 / 10 / 12 per matched term of that kind
 next to a match          0.25 x the topics of the candidate just before or after, <= 20
@@ -36,12 +35,6 @@ TIERS = ("identifier", "phrase", "other")
 EXACT_IDENTIFIER, EXACT_PHRASE, FTS_MATCH = 100.0, 85.0, 60.0
 #: Each distinct matched term earns this much times its rarity in the index (0..1).
 TOPIC_POINTS = 40.0
-#: In a tool's or a command's output a matched term earns this share of its topic
-#: points: the words there come from the files and commands it prints, so repeating a
-#: question's words says less about the conversation than a turn of the user's or the
-#: assistant's does (the specification's order of authority: user, assistant, tools).
-TOOL_OUTPUT_ROLES = frozenset({"toolResult", "bashExecution"})
-TOOL_OUTPUT_TOPIC_SHARE = 0.5
 ACTIVE_BRANCH = 15.0
 SAME_FILE, SAME_SYMBOL, SAME_ERROR = 12.0, 10.0, 12.0
 AUTHORITY = {"user": 8.0, "assistant": 5.0}
@@ -66,9 +59,7 @@ def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: 
     """
     item.tier, parts = static if static is not None else static_parts(item, on_branch)
     row = item.row
-    item.parts = list(parts) if row.role not in TOOL_OUTPUT_ROLES else [
-        (reason, round(points * TOOL_OUTPUT_TOPIC_SHARE, 2) if reason.startswith("topic ")
-         else points) for reason, points in parts]
+    item.parts = list(parts)
     if row.fts_rank is not None and fts_hits > 0:
         item.parts.append(("FTS order", round(MAX_FTS_ORDER * (1 - row.fts_rank / fts_hits), 2)))
     if when:  # the message says when: that, not recency, places the entry in time
