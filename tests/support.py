@@ -24,6 +24,25 @@ def fixture_path(name: str) -> Path:
     return FIXTURES / name
 
 
+def fixture_message_texts() -> list[str]:
+    """The non-empty texts of every message in two real Pi fixtures (the compacted session and
+    the large one), in file order."""
+    texts = []
+    for name in ("before-compaction.jsonl", "large-session.jsonl"):
+        for line in fixture_path(name).read_text().splitlines():
+            entry = json.loads(line)
+            if entry.get("type") != "message":
+                continue
+            content = entry["message"].get("content")
+            if isinstance(content, str):
+                texts.append(content)
+            elif isinstance(content, list):
+                texts.append("\n".join(block.get("text", "") for block in content
+                                       if isinstance(block, dict)
+                                       and isinstance(block.get("text"), str)))
+    return [text for text in texts if text.strip()]
+
+
 def new_folder(path: Path) -> Path:
     """``path``, created empty (a test's Lookback home, its project folder)."""
     path.mkdir()

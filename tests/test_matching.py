@@ -5,7 +5,6 @@ Which terms a stored entry's text really contains.
 
 from __future__ import annotations
 
-import json
 from unittest import mock
 
 from hypothesis import given, settings
@@ -16,7 +15,7 @@ from lookback.query.text.fts_query import token_spans
 from lookback.query.text.matching import Match, PhraseFinder, TermMatcher, find_literal
 from lookback.query.text.normalize import FoldedText, fold
 from lookback.query.text.terms import ERROR, IDENTIFIER, KEYWORD, PATH, PHRASE, Term, extract_terms
-from tests.support import fixture_path
+from tests.support import fixture_message_texts
 
 
 def find_keyword(text: str, keyword: str) -> int | None:
@@ -203,7 +202,7 @@ def test_a_phrase_near_non_ascii_text_is_found_where_the_whole_texts_tokens_have
 
 
 def test_phrase_finding_near_non_ascii_agrees_with_the_whole_text_on_real_text():
-    texts = [text for text in _fixture_texts() if not text.isascii()]
+    texts = [text for text in fixture_message_texts() if not text.isascii()]
     compared = 0
     for text in texts:
         for tokens in _sequences(text)[:60]:
@@ -226,17 +225,3 @@ def test_phrase_finding_near_non_ascii_agrees_with_the_whole_text(text, picks):
     tokens = words[start:start + len(picks)]
     with mock.patch.object(matching, "NEAR_CHARS", 2):  # windows widened often
         assert PhraseFinder(text).find(tokens) == _whole_text_find(text, tokens)
-
-
-def _fixture_texts() -> list[str]:
-    texts = []
-    for name in ("before-compaction.jsonl", "large-session.jsonl"):
-        for line in fixture_path(name).read_text().splitlines():
-            content = json.loads(line).get("message", {}).get("content")
-            if isinstance(content, str):
-                texts.append(content)
-            elif isinstance(content, list):
-                texts.append("\n".join(block.get("text", "") for block in content
-                                       if isinstance(block, dict)
-                                       and isinstance(block.get("text"), str)))
-    return texts

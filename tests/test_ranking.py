@@ -128,12 +128,23 @@ def forms_session(tmp_path: Path) -> Path:
         ("user", "filler"), ("user", "more filler")])
 
 
+def ask(home: Path, session: Path, message: str, live: str = "m003") -> dict:
+    """The answer to ``message`` in ``session`` indexed into ``home``, entry ``live`` (and none
+    before it) in the model's context."""
+    return retrieve({"session_file": str(session), "message": message, "context_ids": [live]},
+                    settings=load_settings({"home": str(home)}, environ={}),
+                    reader=IndexReader(home))
+
+
+def indexed_session(home: Path, path: Path, turns: list[tuple[str, str]]) -> Path:
+    """``turns`` written as the session ``path`` and indexed into ``home``."""
+    session = write_session(path, turns)
+    index_paths(home, session)
+    return session
+
+
 def ask_ids(home: Path, session: Path, message: str) -> list[str]:
-    answer = retrieve({"session_file": str(session), "message": message,
-                       "context_ids": ["m003"]},
-                      settings=load_settings({"home": str(home)}, environ={}),
-                      reader=IndexReader(home))
-    return [e["entry_id"] for e in answer["evidence"]]
+    return [e["entry_id"] for e in ask(home, session, message)["evidence"]]
 
 
 def test_a_keyword_matches_its_word_forms(home, tmp_path):
@@ -190,12 +201,8 @@ def test_the_answer_next_to_a_matching_question_ranks_high_but_needs_its_own_mat
              ("user", "no shared word in this turn at all")]
     turns += [("user", f"Caroline: just chatting about the weather {n}") for n in range(30)]
     turns.append(("user", "filler at the end"))
-    session = write_session(tmp_path / "n.jsonl", turns)
-    index_paths(home, session)
-    answer = retrieve({"session_file": str(session), "message":
-                       "Which dentist did Caroline pick?", "context_ids": ["m033"]},
-                      settings=load_settings({"home": str(home)}, environ={}),
-                      reader=IndexReader(home))
+    session = indexed_session(home, tmp_path / "n.jsonl", turns)
+    answer = ask(home, session, "Which dentist did Caroline pick?", "m033")
     ids = [e["entry_id"] for e in answer["evidence"]]
     assert ids[:2] == ["m000", "m001"]  # without its neighbour, m001 is one of 31 Carolines
     assert any(r.startswith("next to a match +") for r in answer["evidence"][1]["reasons"])
@@ -207,8 +214,5 @@ def test_the_excerpt_centres_on_a_form_match(home, tmp_path):
     session = write_session(tmp_path / "f.jsonl", [("user", long_text), ("user", "filler"),
                                                   ("user", "more filler")])
     index_paths(home, session)
-    answer = retrieve({"session_file": str(session), "message": "any reminder?",
-                       "context_ids": ["m002"]},
-                      settings=load_settings({"home": str(home)}, environ={}),
-                      reader=IndexReader(home))
+    answer = ask(home, session, "any reminder?", "m002")
     assert "reminded" in answer["evidence"][0]["excerpt"]

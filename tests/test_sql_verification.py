@@ -33,7 +33,7 @@ from lookback.query.text.fts_query import (
 )
 from lookback.query.text.matching import PhraseFinder, TermMatcher, find_phrase
 from lookback.query.text.terms import extract_terms
-from tests.support import fixture_path
+from tests.support import fixture_message_texts, fixture_path
 
 WORDS = [
     "résumé", "naïve", "Perché", "Ångström", "façade", "Straße", "İstanbul", "Ørsted",
@@ -88,23 +88,6 @@ def test_a_decomposed_resume_is_one_token_and_is_found():
     assert PhraseFinder("a " + nfd).find(["resume"]) == 2
 
 
-def _fixture_texts() -> list[str]:
-    texts = []
-    for name in ("before-compaction.jsonl", "large-session.jsonl"):
-        for line in fixture_path(name).read_text().splitlines():
-            entry = json.loads(line)
-            if entry.get("type") != "message":
-                continue
-            content = entry["message"].get("content")
-            if isinstance(content, str):
-                texts.append(content)
-            elif isinstance(content, list):
-                texts.append("\n".join(block.get("text", "") for block in content
-                                       if isinstance(block, dict)
-                                       and isinstance(block.get("text"), str)))
-    return [text for text in texts if text.strip()]
-
-
 def _real_text_index(texts: list[str]) -> apsw.Connection:
     connection = apsw.Connection(":memory:")
     connection.execute(
@@ -123,7 +106,7 @@ def _real_text_index(texts: list[str]) -> apsw.Connection:
 
 
 def test_sql_verification_agrees_with_the_python_matcher_on_real_text():
-    texts = _fixture_texts()
+    texts = fixture_message_texts()
     connection = _real_text_index(texts)
     questions = [text for text in texts if len(text) < 400][:60]
     compared = 0
@@ -159,7 +142,7 @@ def test_italian_prefix_matches_agree_with_the_python_matcher_on_real_text():
     """Italian questions (tests/fixtures/semantic_questions.json, both halves: nothing
     is chosen here) on the fixtures' real messages: the rows FTS5 finds for their
     keywords' stem prefixes carry the terms the Python matcher finds, prefix forms too."""
-    texts = _fixture_texts()
+    texts = fixture_message_texts()
     connection = _real_text_index(texts)
     asked = json.loads((fixture_path("..") / "semantic_questions.json").read_text())
     questions = [q["question"] for half in ("tuning", "heldout") for q in asked[half]
@@ -180,7 +163,7 @@ def test_a_many_term_message_is_ranked_by_its_rarest_phrases_and_fully_verified(
     """Real messages of more than ``SELECTIVE_PHRASES`` phrases: the search runs on the
     rarest ones (fewest rows, message order on ties), and every row it returns still
     carries the bits of *all* the query's phrases, as the Python matcher finds them."""
-    texts = _fixture_texts()
+    texts = fixture_message_texts()
     connection = _real_text_index(texts)
     scope = Scope(session_id="s")
     compared = questions = 0
