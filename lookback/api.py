@@ -42,6 +42,7 @@ from lookback.query.search.request import (
     parse_source,
 )
 from lookback.query.search.retrieve import Retriever
+from lookback.query.semantic.hybrid import add_semantic
 from lookback.settings import Privacy, Settings, load_settings
 
 __all__ = ["RequestError", "RetrieveAnswer", "SearchAnswer", "SourceAnswer", "answer_dict",
@@ -105,7 +106,8 @@ def retrieve_answer(request: dict[str, Any] | RetrievalRequest, *,
     reader = reader or default_reader(settings)
     embedder = settings.retrieval.embedder
     with _bad_session_file():
-        return Retriever(reader, privacy_policy(settings), embedder=embedder).retrieve(parsed)
+        return Retriever(reader, privacy_policy(settings), embedder=embedder,
+                         semantic=add_semantic).retrieve(parsed)
 
 
 def search_answer(request: dict[str, Any] | SearchRequest, *, settings: Settings | None = None,

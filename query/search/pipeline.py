@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import apsw
 
@@ -223,6 +224,18 @@ def deduplicate(ranked: list[Ranked], diagnostics: Diagnostics | None = None) ->
 #: What may re-rank the verified, ranked candidates before deduplication (automatic
 #: retrieval's semantic step): given them and each term's rarity, the new list.
 Rerank = Callable[[list[Ranked], dict[Term, float]], list[Ranked]]
+
+
+class SemanticStep(Protocol):
+    """The opt-in semantic step (``query.semantic.hybrid.add_semantic``): vector
+    candidates of ``scope`` fused into ``ranked``. The shell hands it to the retriever,
+    so ``query.search`` never imports ``query.semantic``, which builds on it."""
+
+    def __call__(self, connection: apsw.Connection, index_file: str, session_id: str,
+                 scope: Scope, message: str, ranked: list[Ranked], *, embedder_name: str,
+                 cache: Any, max_results: int, diagnostics: Diagnostics,
+                 timeout_ms: float | None = None,
+                 rarity: Mapping[Any, float] | None = None) -> list[Ranked]: ...
 
 
 def rank(connection: apsw.Connection, searched: Searched, scope: Scope,

@@ -45,6 +45,7 @@ from lookback.query.search.candidates import entries_for, load_texts, session_st
 from lookback.query.search.pipeline import (
     INELIGIBLE_WITH_TEXT,
     Rerank,
+    SemanticStep,
     quote,
     rank,
     searched_of,
@@ -53,7 +54,6 @@ from lookback.query.search.pipeline import (
 from lookback.query.search.reader import IndexReader, NotIndexed
 from lookback.query.search.request import RetrievalRequest
 from lookback.query.search.types import Ranked, Row, Scope, Searched
-from lookback.query.semantic.hybrid import add_semantic
 from lookback.query.text.terms import QueryTerms, Term
 
 log = logging.getLogger("lookback.query")
@@ -77,10 +77,11 @@ class Allowed:
 
 class Retriever:
     def __init__(self, reader: IndexReader, policy: PrivacyPolicy | None = None,
-                 embedder: str = "hashing") -> None:
+                 embedder: str = "hashing", semantic: SemanticStep | None = None) -> None:
         self.reader = reader
         self.policy = policy or PrivacyPolicy()
-        self.embedder = embedder  # used only for ``semantic: true`` (query.semantic)
+        self.embedder = embedder  # used only for ``semantic: true``
+        self.semantic = semantic  # query.semantic's step, wired by the shell (lookback.api)
 
     def retrieve(self, request: RetrievalRequest) -> RetrieveAnswer:
         started = time.perf_counter()
@@ -129,9 +130,13 @@ class Retriever:
         message = request.message
         if not request.semantic or message is None:
             return None
+        semantic = self.semantic
+        if semantic is None:
+            diagnostics.warn("semantic step not available: lexical results only")
+            return None
 
         def rerank(ranked: list[Ranked], rarity: dict[Term, float]) -> list[Ranked]:
-            return add_semantic(connection, index_file, session_id, scope, message, ranked,
+            return semantic(connection, index_file, session_id, scope, message, ranked,
                                 embedder_name=self.embedder, cache=self.reader.vectors,
                                 max_results=request.max_results, diagnostics=diagnostics,
                                 rarity=rarity)
