@@ -204,13 +204,17 @@ def test_hashing_name_carries_version_and_size() -> None:
 # --- MiniLM embedder ------------------------------------------------------------------
 
 
+def minilm_reference() -> tuple[list[str], np.ndarray]:
+    """The reference sentences and their sentence-transformers vectors."""
+    return MINILM_REFERENCE["sentences"], np.array(MINILM_REFERENCE["vectors"], dtype=np.float32)
+
+
 @requires_minilm
 def test_minilm_matches_the_sentence_transformers_reference() -> None:
     embedder = get_embedder("minilm")
     assert embedder.name == "all-minilm-l6-v2"
     assert embedder.dimensions == 384
-    sentences = MINILM_REFERENCE["sentences"]
-    expected = np.array(MINILM_REFERENCE["vectors"], dtype=np.float32)
+    sentences, expected = minilm_reference()
     np.testing.assert_allclose(embedder.embed(sentences), expected, atol=1e-5)
 
 
@@ -230,8 +234,7 @@ def test_minilm_onnx_matches_the_reference_and_ignores_batch_company() -> None:
     embedder = get_embedder("minilm-onnx")
     assert embedder.name == "all-minilm-l6-v2-onnx/first-4"
     assert embedder.max_chunks == 4
-    sentences = MINILM_REFERENCE["sentences"]
-    expected = np.array(MINILM_REFERENCE["vectors"], dtype=np.float32)
+    sentences, expected = minilm_reference()
     together = embedder.embed(sentences)
     # The float weights on fused kernels: the reference's vectors, to float32 rounding.
     np.testing.assert_allclose(together, expected, atol=1e-5)

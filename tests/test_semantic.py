@@ -33,6 +33,8 @@ BEFORE = fixture_path("before-compaction.jsonl")
 CWD = "/Users/badlogic/workspaces/pi-mono"
 SESSION = "ffae836b-9420-4060-ac13-7745215f90ff"
 GOLDEN = json.loads((Path(__file__).parent / "fixtures" / "semantic_golden.json").read_text())
+#: The golden question the fall-back tests ask.
+FALLBACK_QUESTION = GOLDEN["cases"][6]["question"]
 TUNING = json.loads((Path(__file__).parent / "fixtures" / "semantic_tuning.json").read_text())
 HELDOUT = json.loads((Path(__file__).parent / "fixtures" / "semantic_heldout.json").read_text())
 QUESTIONS = json.loads((Path(__file__).parent / "fixtures" / "semantic_questions.json").read_text())
@@ -272,13 +274,19 @@ def _assert_lexical(ask, message: str, response: dict) -> None:
     assert response["diagnostics"]["semantic"]["used"] is False
 
 
+def _assert_falls_back(ask, needle: str) -> dict:
+    """Asked `FALLBACK_QUESTION`, `ask` warns of the semantic step once (`needle` in the
+    warning) and answers as lexical retrieval alone does."""
+    response = ask(FALLBACK_QUESTION)
+    assert needle in _warning(response)
+    _assert_lexical(ask, FALLBACK_QUESTION, response)
+    return response
+
+
 def test_missing_embeddings_fall_back_to_lexical(home: Path) -> None:
     _index(home, embedder=None)
     ask = _asker(home)
-    message = GOLDEN["cases"][6]["question"]
-    response = ask(message)
-    assert "cover 0 of" in _warning(response)
-    _assert_lexical(ask, message, response)
+    _assert_falls_back(ask, "cover 0 of")
 
 
 def test_partial_embeddings_fall_back_to_lexical(home: Path) -> None:
@@ -289,13 +297,8 @@ def test_partial_embeddings_fall_back_to_lexical(home: Path) -> None:
                        (SESSION,))
         write_meta(writer, EMBEDDINGS_SEQ_META, 999)
     writer.close()
-    ask = _asker(home)
-    message = GOLDEN["cases"][6]["question"]
-    response = ask(message)
-    counts = response["diagnostics"]["semantic"]
+    counts = _assert_falls_back(_asker(home), "cover")["diagnostics"]["semantic"]
     assert counts["embedded_in_scope"] == counts["entries_in_scope"] - 1
-    assert "cover" in _warning(response)
-    _assert_lexical(ask, message, response)
 
 
 def test_stale_embeddings_after_a_model_change_fall_back_then_rebuild(home: Path,
@@ -305,13 +308,10 @@ def test_stale_embeddings_after_a_model_change_fall_back_then_rebuild(home: Path
 
     monkeypatch.setitem(registry.EMBEDDERS, "hashing-128", lambda: HashingEmbedder(128))
     ask = _asker(home, "hashing-128")
-    message = GOLDEN["cases"][6]["question"]
-    response = ask(message)
-    assert "cover 0 of" in _warning(response)  # every stored vector is of the old model
-    _assert_lexical(ask, message, response)
+    _assert_falls_back(ask, "cover 0 of")  # every stored vector is of the old model
     report = build_embeddings(home, CWD, get_embedder("hashing-128"))
     assert report.entries > 0 and report.pending == 0
-    assert ask(message)["diagnostics"]["warnings"] == []
+    assert ask(FALLBACK_QUESTION)["diagnostics"]["warnings"] == []
 
 
 @pytest.mark.parametrize("name, needle", [("no-such-model", "unavailable"),
@@ -324,21 +324,14 @@ def test_an_embedder_that_cannot_load_falls_back(home: Path, monkeypatch, name: 
         raise OSError("weights unreadable")
 
     monkeypatch.setitem(registry.EMBEDDERS, "broken", broken)
-    ask = _asker(home, name)
-    message = GOLDEN["cases"][6]["question"]
-    response = ask(message)
-    assert needle in _warning(response)
-    _assert_lexical(ask, message, response)
+    _assert_falls_back(_asker(home, name), needle)
 
 
 def test_a_slow_semantic_step_falls_back(home: Path, monkeypatch) -> None:
     _index(home)
     monkeypatch.setattr("lookback.query.semantic.hybrid.DEFAULT_TIMEOUT_MS", 0.0)
     ask = _asker(home)
-    message = GOLDEN["cases"][6]["question"]
-    response = ask(message)
-    assert "longer than 0 ms" in _warning(response)
-    _assert_lexical(ask, message, response)
+    _assert_falls_back(ask, "longer than 0 ms")
 
 
 def test_an_index_without_the_embeddings_table_falls_back(home: Path) -> None:
@@ -347,7 +340,7 @@ def test_an_index_without_the_embeddings_table_falls_back(home: Path) -> None:
     writer.execute("DROP TABLE embeddings")  # as written by a version before vectors
     writer.close()
     ask = _asker(home)
-    response = ask(GOLDEN["cases"][6]["question"])
+    response = ask(FALLBACK_QUESTION)
     assert "no embeddings" in _warning(response)
 
 
@@ -361,7 +354,7 @@ def test_building_is_incremental_and_a_rebuild_keeps_the_vectors(home: Path) -> 
     database = open_reader(_index_file(home))
     assert count_pending(database, Stamp.of(hashing)) == 0
     database.close()
-    response = _asker(home)(GOLDEN["cases"][6]["question"])
+    response = _asker(home)(FALLBACK_QUESTION)
     assert response["diagnostics"]["warnings"] == []
 
 
@@ -387,7 +380,7 @@ def test_a_cold_process_says_the_model_load_is_why_it_fell_back(home: Path,
     monkeypatch.setitem(registry.EMBEDDERS, "cold-hashing", HashingEmbedder)
     monkeypatch.setattr("lookback.query.semantic.hybrid.DEFAULT_TIMEOUT_MS", 0.0)
     ask = _asker(home, "cold-hashing")
-    message = GOLDEN["cases"][6]["question"]
+    message = FALLBACK_QUESTION
     response = ask(message)
     assert "loading the embedder 'cold-hashing' took" in _warning(response)
     assert "lookback serve" in _warning(response)
