@@ -1,10 +1,10 @@
 """The public Python API: one request/response contract for every caller.
 
 ``retrieve``, ``search`` and ``source`` take a request (a dict, decoded here, or an
-already decoded struct of ``lookback.query.search.request``) and return the answer as
+already decoded struct of ``lookback.query.contract.request``) and return the answer as
 the JSON's dicts and lists, exactly what ``lookback serve`` sends. ``retrieve_answer``,
 ``search_answer`` and ``source_answer`` return the same answers as the typed, frozen
-structs of ``lookback.query.search.answers`` (``RetrieveAnswer``, ``SearchAnswer``,
+structs of ``lookback.query.contract.answers`` (``RetrieveAnswer``, ``SearchAnswer``,
 ``SourceAnswer``): what the HTTP reader and the CLI encode, once, and what a caller that
 wants attributes and type checking uses. ``answer_dict(answer)`` turns one into the
 other.
@@ -23,16 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from lookback.ingest.reader import NotASession
-from lookback.query.privacy.policy import PrivacyPolicy
-from lookback.query.search.answers import (
+from lookback.query.contract.answers import (
     RetrieveAnswer,
     SearchAnswer,
     SourceAnswer,
     answer_dict,
 )
-from lookback.query.search.history import HistorySearch
-from lookback.query.search.reader import IndexReader
-from lookback.query.search.request import (
+from lookback.query.contract.request import (
     RequestError,
     RetrievalRequest,
     SearchRequest,
@@ -41,6 +38,9 @@ from lookback.query.search.request import (
     parse_search,
     parse_source,
 )
+from lookback.query.privacy.policy import PrivacyPolicy
+from lookback.query.search.history import HistorySearch
+from lookback.query.search.reader import IndexReader
 from lookback.query.search.retrieve import Retriever
 from lookback.query.semantic.hybrid import add_semantic
 from lookback.settings import Privacy, Settings, load_settings

@@ -62,7 +62,7 @@ from lookback.ingest.reader import (
 from lookback.ingest.scan import PathProblem, configured_roots
 from lookback.ingest.storable import escape_surrogates
 from lookback.ingest.watch import Stamp, Watcher, file_stamp
-from lookback.query.search.answers import Diagnostics, FreshnessOutcome, RetrieveAnswer
+from lookback.query.contract.answers import Diagnostics, FreshnessOutcome, RetrieveAnswer
 from lookback.settings import Freshness, Watch
 
 log = logging.getLogger("lookback.freshness")

@@ -37,7 +37,7 @@ from lookback.errors import UserError
 from lookback.index.layout import find_project
 from lookback.index.status import recent_sessions
 from lookback.query.context.evidence import envelope
-from lookback.query.search.answers import SearchAnswer, SourceAnswer, SourceEntry, Withheld
+from lookback.query.contract.answers import SearchAnswer, SourceAnswer, SourceEntry, Withheld
 from lookback.server.app import ReaderApp
 from lookback.server.errors import ApiError
 from lookback.server.guard import Guard

@@ -15,8 +15,8 @@ import pytest
 
 from lookback.index.tree import PathEntry, context_entries
 from lookback.ingest.entries import ENTRY_REFERENCES
-from lookback.query.context.messages import estimate_message_tokens
 from lookback.query.context.planner import apply_decision, message_kind
+from lookback.query.contract.messages import estimate_message_tokens
 
 from .e2e.harness import REPO_ROOT, node_for_pi1
 from .e2e.npm_install import installed_or_fail

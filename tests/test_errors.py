@@ -21,9 +21,9 @@ from lookback.index.store import (
 )
 from lookback.ingest.reader import NotASession
 from lookback.ingest.scan import PathProblem
+from lookback.query.contract.request import RequestError
 from lookback.query.privacy.policy import PrivacySettingsError
 from lookback.query.search.reader import NotIndexed
-from lookback.query.search.request import RequestError
 from tests.test_layers import modules
 
 KINDS = {"LookbackError", "UserError", "SettingsError", "NotFound", "Unavailable", "ApiError"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lookback.index.tokens import estimate_tokens
-from lookback.query.context.messages import (
+from lookback.query.contract.messages import (
     EVIDENCE_FOOTER,
     EVIDENCE_HEADER,
     IMAGE_TOKENS,

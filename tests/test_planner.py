@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from lookback.query.context.messages import (
+from lookback.query.context.planner import PRIORITY_EVIDENCE, plan
+from lookback.query.contract.messages import (
     EVIDENCE_FOOTER,
     EVIDENCE_HEADER,
     estimate_message_tokens,
 )
-from lookback.query.context.planner import PRIORITY_EVIDENCE, plan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pi-sessions"
 

@@ -10,11 +10,11 @@ import pytest
 
 from lookback.api import RequestError, retrieve
 from lookback.index.tree import branch, context_entries
-from lookback.query.context import decide_for_answer, estimate_message_tokens
+from lookback.query.context import decide_for_answer
 from lookback.query.context.evidence import FOOTER, HEADER
-from lookback.query.search import RetrieveAnswer
+from lookback.query.contract import RetrieveAnswer, estimate_message_tokens
+from lookback.query.contract.request import parse_request
 from lookback.query.search.reader import IndexReader
-from lookback.query.search.request import parse_request
 from lookback.settings import load_settings
 from tests.support import fixture_path, index_paths
 

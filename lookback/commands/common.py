@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lookback.query.search.answers import encode_answer
+from lookback.query.contract.answers import encode_answer
 from lookback.settings import Settings, load_settings
 
 

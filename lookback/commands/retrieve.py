@@ -12,7 +12,7 @@ import sys
 
 from lookback.api import RequestError, retrieve_answer
 from lookback.commands.common import add_command, load, print_answer
-from lookback.query.search.request import check_depth
+from lookback.query.contract.request import check_depth
 
 MAX_STDIN_BYTES = 64 * 1024 * 1024
 

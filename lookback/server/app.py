@@ -38,13 +38,13 @@ from lookback.errors import LookbackError
 from lookback.index.layout import find_project
 from lookback.query.context.manifest import ManifestStore, retrieval_record
 from lookback.query.context.planner import decide_for_answer, decide_request
-from lookback.query.search.answers import (
+from lookback.query.contract.answers import (
     PlanAnswer,
     RetrieveAnswer,
     answer_dict,
     encode_answer,
 )
-from lookback.query.search.request import (
+from lookback.query.contract.request import (
     MAX_DEPTH,
     Named,
     SessionNames,

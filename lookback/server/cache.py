@@ -2,7 +2,7 @@
 
 Pi asks before every model turn, often with the very same inputs, so retrieve answers
 are kept in a bounded LRU keyed by the decoded, pinned request
-(``query.search.request.encode_request``: keys a reader ignores do not split it) and
+(``query.contract.request.encode_request``: keys a reader ignores do not split it) and
 the project's index watermark (live generation file, applied event seq, embeddings seq;
 see ``IndexReader.watermark``). Any commit that can change an answer, or a reindex swap,
 changes the watermark, so stale answers are never served; they simply age out.

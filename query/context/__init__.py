@@ -9,13 +9,6 @@ from lookback.query import lazy_exports
 
 #: Public name -> the module of this package that defines it.
 _EXPORTS = {
-    "message_text": "messages",
-    "latest_real_user_message": "messages",
-    "is_evidence_message": "messages",
-    "is_summary_message": "messages",
-    "estimate_message_tokens": "messages",
-    "EVIDENCE_HEADER": "messages",
-    "EVIDENCE_FOOTER": "messages",
     "envelope": "evidence",
     "evidence_message": "evidence",
     "excerpt": "evidence",

@@ -14,7 +14,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from lookback.query.context.messages import EVIDENCE_FOOTER, EVIDENCE_HEADER
+from lookback.query.contract.messages import EVIDENCE_FOOTER, EVIDENCE_HEADER
 
 # One definition for writing and recognizing evidence (query.messages skips it).
 HEADER, FOOTER = EVIDENCE_HEADER, EVIDENCE_FOOTER

@@ -36,16 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from msgspec import UNSET
 
-from lookback.query.context.messages import (
-    EVIDENCE_FOOTER,
-    EVIDENCE_HEADER,
-    estimate_message_tokens,
-    is_evidence_message,
-    is_summary_message,
-    latest_real_user_message,
-    message_text,
-)
-from lookback.query.search.answers import (
+from lookback.query.contract.answers import (
     Decision,
     Evidence,
     Included,
@@ -55,9 +46,18 @@ from lookback.query.search.answers import (
     RetrieveAnswer,
     answer_dict,
 )
+from lookback.query.contract.messages import (
+    EVIDENCE_FOOTER,
+    EVIDENCE_HEADER,
+    estimate_message_tokens,
+    is_evidence_message,
+    is_summary_message,
+    latest_real_user_message,
+    message_text,
+)
 
 if TYPE_CHECKING:
-    from lookback.query.search.request import PlanRequest
+    from lookback.query.contract.request import PlanRequest
 
 PRIORITY_RECENT = 100
 PRIORITY_EVIDENCE = 85
@@ -285,7 +285,7 @@ def decide_for_answer(answer: RetrieveAnswer,
     (``{"kinds": [...], "tokens": [...], "hard_limit_tokens"?, "input_target_tokens"?,
     "max_retrieved_history_tokens"?}``: one kind and one token estimate per message, as
     two flat lists — cheap to send and to check — one round trip instead of two),
-    already validated by ``query.search.request.parse_request``. None without ``plan``
+    already validated by ``query.contract.request.parse_request``. None without ``plan``
     or without evidence."""
     if request_plan is None or answer.status != "ok" or not answer.evidence:
         return None

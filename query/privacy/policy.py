@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lookback.errors import SettingsError
-from lookback.query.context.messages import message_text
+from lookback.query.contract.messages import message_text
 from lookback.query.privacy.secrets import PRIVATE_KEY, find_secrets
 from lookback.settings import Privacy, Settings
 

@@ -27,8 +27,7 @@ from msgspec import UNSET
 from lookback.index.store import IndexUnavailable
 from lookback.index.tree import branch as leaf_branch
 from lookback.index.tree import leaf_of
-from lookback.query.privacy.policy import PrivacyPolicy
-from lookback.query.search.answers import (
+from lookback.query.contract.answers import (
     Diagnostics,
     SearchAnswer,
     SearchResult,
@@ -36,10 +35,11 @@ from lookback.query.search.answers import (
     SourceEntry,
     Withheld,
 )
+from lookback.query.contract.request import SearchRequest, SourceRequest
+from lookback.query.privacy.policy import PrivacyPolicy
 from lookback.query.search.candidates import Source, entries_for, load_texts, source_entry
 from lookback.query.search.pipeline import INELIGIBLE_WITH_TEXT, quote, rank, searched_of, times_of
 from lookback.query.search.reader import IndexReader, NotIndexed, SessionView
-from lookback.query.search.request import SearchRequest, SourceRequest
 from lookback.query.search.types import Ranked, Scope, Searched
 from lookback.query.text.dates import TimeSpan
 

@@ -26,7 +26,7 @@ import apsw
 
 from lookback.index.store import IndexUnavailable, read_errors
 from lookback.query.context.evidence import excerpt
-from lookback.query.search.answers import Diagnostics
+from lookback.query.contract.answers import Diagnostics
 from lookback.query.search.candidates import (
     add_literal_bits,
     add_phrase_bits,

@@ -27,19 +27,20 @@ from lookback.query.context.evidence import (
     envelope,
     evidence_message,
 )
-from lookback.query.context.messages import estimate_message_tokens
-from lookback.query.privacy.policy import (
-    ClassificationResult,
-    PrivacyPolicy,
-    classify_source,
-)
-from lookback.query.search.answers import (
+from lookback.query.contract.answers import (
     Diagnostics,
     Evidence,
     EvidenceMessage,
     RetrieveAnswer,
     TextBlock,
     Withheld,
+)
+from lookback.query.contract.messages import estimate_message_tokens
+from lookback.query.contract.request import RetrievalRequest
+from lookback.query.privacy.policy import (
+    ClassificationResult,
+    PrivacyPolicy,
+    classify_source,
 )
 from lookback.query.search.candidates import entries_for, load_texts, session_state
 from lookback.query.search.pipeline import (
@@ -52,7 +53,6 @@ from lookback.query.search.pipeline import (
     times_of,
 )
 from lookback.query.search.reader import IndexReader, NotIndexed
-from lookback.query.search.request import RetrievalRequest
 from lookback.query.search.types import Ranked, Row, Scope, Searched
 from lookback.query.text.terms import QueryTerms, Term
 

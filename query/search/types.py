@@ -7,7 +7,7 @@ SQL (``query.search.candidates``), ranking, automatic retrieval, history search 
 ``query.semantic`` all import them from here; this module imports nothing of theirs, so
 no import goes round in a circle. What a retrieval reports about itself,
 ``Diagnostics``, is part of the answer and lives with the answers
-(``query.search.answers``), which import nothing of the project either.
+(``query.contract.answers``), which import nothing of the project either.
 """
 
 from __future__ import annotations

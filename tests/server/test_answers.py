@@ -1,5 +1,5 @@
 """The typed answers: every endpoint's real answers decode, strictly, into the contract's
-structs (``query.search.answers``) and encode back to the very bytes that were sent, so
+structs (``query.contract.answers``) and encode back to the very bytes that were sent, so
 a key added, dropped, renamed, retyped or reordered on either side fails here.
 
 Answers come from the HTTP reader (``ReaderApp.handle``, the bytes ``lookback serve``
@@ -19,8 +19,8 @@ import pytest
 
 from lookback import api
 from lookback.cli import main
-from lookback.query.context import EVIDENCE_HEADER
-from lookback.query.search.answers import (
+from lookback.query.contract import EVIDENCE_HEADER
+from lookback.query.contract.answers import (
     Diagnostics,
     FreshnessOutcome,
     PlanAnswer,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from lookback.cli import main
-from lookback.query.context.messages import estimate_message_tokens
+from lookback.query.contract.messages import estimate_message_tokens
 
 from .conftest import EARLY_USER_TEXT, SESSION_ID, retrieve_body
 

@@ -1,7 +1,7 @@
 """The typed wire contract: each request is decoded once, where it enters, and the engine
 is handed the decoded request pinned to the session the app resolved and authorized.
 
-The HTTP reader decodes (``query.search.request.parse_*``) and the Python API uses a
+The HTTP reader decodes (``query.contract.request.parse_*``) and the Python API uses a
 decoded request as it is (``lookback.api`` decodes only a dict); the answer cache keys
 on the decoded request, so keys the reader ignores do not split it.
 """
@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from lookback import api
-from lookback.query.search import request as wire
+from lookback.query.contract import request as wire
 from lookback.server.app import ReaderApp
 
 from .conftest import SESSION_ID, retrieve_body, settings_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from lookback import api
-from lookback.query.context.messages import EVIDENCE_HEADER, estimate_message_tokens
+from lookback.query.contract.messages import EVIDENCE_HEADER, estimate_message_tokens
 
 from .conftest import EARLY_USER_TEXT, PROMPT, SESSION_ID, retrieve_body
 

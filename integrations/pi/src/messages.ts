@@ -1,5 +1,5 @@
 /**
- * Reading Pi's messages the way the reader does (Python: `lookback.query.context.messages` and
+ * Reading Pi's messages the way the reader does (Python: `lookback.query.contract.messages` and
  * `planner.message_kind`): their text, their kind, their token estimate, the latest real user
  * message. The golden cases in tests/fixtures/contract/ hold both sides to the same answers.
  */

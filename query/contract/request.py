@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from lookback.errors import UserError
-from lookback.query.context.messages import latest_real_user_message
+from lookback.query.contract.messages import latest_real_user_message
 from lookback.settings import DEFAULTS, Retrieval
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
