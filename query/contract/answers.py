@@ -52,8 +52,9 @@ class EvidenceMessage(_Frozen, frozen=True):
     timestamp: int  # epoch ms: the source entry's time
 
 
-class Evidence(_Frozen, frozen=True):
-    """One evidence item of a retrieve answer (frozen: the reader memoizes it)."""
+class RankedEntry(_Frozen, frozen=True):
+    """What every ranked entry of an answer says of itself first (its fields lead the
+    JSON object of an evidence item and of a search result)."""
 
     entry_id: str
     session_id: str
@@ -62,6 +63,11 @@ class Evidence(_Frozen, frozen=True):
     tier: Tier
     score: float
     reasons: tuple[str, ...]
+
+
+class Evidence(RankedEntry, frozen=True):
+    """One evidence item of a retrieve answer (frozen: the reader memoizes it)."""
+
     #: What ``message`` costs the planner (``estimate_message_tokens``).
     tokens: int
     classification: Label
@@ -191,16 +197,9 @@ class RetrieveAnswer(_Contract, kw_only=True):
     plan: PlanAnswer | UnsetType = UNSET
 
 
-class SearchResult(_Frozen, frozen=True):
+class SearchResult(RankedEntry, frozen=True):
     """One history search result."""
 
-    entry_id: str
-    session_id: str
-    role: str | None
-    timestamp: str | None
-    tier: Tier
-    score: float
-    reasons: tuple[str, ...]
     on_branch: bool
     excerpt: str
     classification: Label
