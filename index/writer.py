@@ -41,9 +41,12 @@ def text_hash(text: str) -> str:
 #: Errors that say "this event cannot be stored" rather than "the index cannot be
 #: written". Input is validated when an event is decoded or applied (``Event.check``),
 #: so anything else raised while applying (KeyError, TypeError, ...) is a bug: it
-#: fails the batch, loud, instead of setting its events aside as bad input.
+#: fails the batch, loud, instead of setting its events aside as bad input. A string
+#: SQLite cannot take as UTF-8 (a lone surrogate, which ingest escapes but an event
+#: built elsewhere may carry) is bad input too: apsw raises UnicodeEncodeError binding it.
 BAD_EVENT_ERRORS: tuple[type[BaseException], ...] = (
     EventError, apsw.ConstraintError, apsw.MismatchError, apsw.TooBigError,
+    UnicodeEncodeError,
 )
 
 #: Called with each event set aside and the error it raised.

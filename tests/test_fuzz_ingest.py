@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from lookback.index.project import ProjectWriter
@@ -114,6 +114,9 @@ entry_payloads = st.fixed_dictionaries({
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(["entry", "session", "leaf", "reset", "odd"]),
                           entry_payloads), min_size=1, max_size=8))
+@example(plan=[(kind, {"id": "", "seq": 0, "parent_id": None, "type": None, "role": None,
+                       "timestamp": None, "ts_ms": 0, "text": "\ud800", "eligible": None,
+                       "first_kept_id": None}) for kind in ("session", "entry")])
 def test_the_writer_sets_aside_any_event_it_cannot_store(plan):
     with tempfile.TemporaryDirectory() as scratch:
         home = Path(scratch)
