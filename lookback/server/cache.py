@@ -18,11 +18,10 @@ A message that names no time, or names only absolute dates, keys as before.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from lookback.index.memo import Memo
-from lookback.query.text import time_spans
+from lookback.query.search import times_of
 
 
 class AnswerCache(Memo[Any]):
@@ -46,7 +45,5 @@ def watermark(reader: Any, ref: Any) -> tuple | None:
 def time_key(message: str | None, now_ms: int) -> tuple[tuple[int, int], ...]:
     """The intervals (epoch ms) the times ``message`` names resolve to at ``now_ms``: the
     part of an answer's key that the clock decides (empty: the message names no time)."""
-    if not message:
-        return ()
-    now = datetime.fromtimestamp(now_ms / 1000, UTC)
-    return tuple((span.start_ms, span.end_ms) for span in time_spans(message, now))
+    # the engine's own resolution (memoized): the call that answers reuses it
+    return tuple((span.start_ms, span.end_ms) for span in times_of(message, now_ms))

@@ -17,6 +17,7 @@ _EXPORTS = {
     "HistorySearch": "history",
     "IndexReader": "reader",
     "NotIndexed": "reader",
+    "times_of": "pipeline",
     "Row": "types",
     "Scope": "types",
     "Searched": "types",
