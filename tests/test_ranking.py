@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from unittest import mock
 
@@ -116,6 +117,58 @@ def test_asking_for_more_results_never_changes_the_first_ones(home, conversation
     assert len(widest) >= 40  # every Caroline row: a pool bigger than the default
     for limit in (1, 3, 5, 12, 20, 40):
         assert ids(limit) == widest[:limit]
+
+
+
+def dated_session(path: Path, session_id: str, start_ms: int, texts: list[str]) -> Path:
+    """A linear v3 session of user turns, one second apart from ``start_ms``."""
+    def iso(ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+    lines = [{"type": "session", "version": 3, "id": session_id, "cwd": CWD,
+              "timestamp": iso(start_ms)}]
+    for number, text in enumerate(texts):
+        moment = start_ms + number * 1000
+        lines.append({"type": "message", "id": f"m{number:03d}",
+                      "parentId": f"m{number - 1:03d}" if number else None,
+                      "timestamp": iso(moment),
+                      "message": {"role": "user", "content": [{"type": "text", "text": text}],
+                                  "timestamp": moment}})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_across_sessions_recency_follows_the_entries_time_not_their_place_in_a_session(
+        home, tmp_path):
+    """Project search: the match late in last year's long session is older than the one
+    at the start of this week's; positions in different sessions do not compare."""
+    year = 365 * 86_400_000
+    old = dated_session(tmp_path / "old.jsonl", "old-session", 1735689600000 - year,
+                        [f"filler {number}" for number in range(50)]
+                        + ["the glacier hike notes, first draft"])
+    new = dated_session(tmp_path / "new.jsonl", "new-session", 1735689600000,
+                        ["the glacier hike notes, second draft", "filler"])
+    asking = dated_session(tmp_path / "asking.jsonl", "asking-session", 1735689600000 + 86_400_000,
+                           ["nothing about it"])
+    index_paths(home, old, new, asking)
+    answer = search({"session_file": str(asking), "text": "glacier hike notes",
+                     "scope": "project"},
+                    settings=load_settings({"home": str(home)}, environ={}),
+                    reader=IndexReader(home))
+    results = answer["results"]
+    assert [(r["session_id"], r["entry_id"]) for r in results] == [
+        ("new-session", "m000"), ("old-session", "m050")]
+    recency = [dict(_parts(r["reasons"])).get("recency", 0.0) for r in results]
+    assert recency == [8.0, 0.0]
+
+
+def _parts(reasons: list[str]) -> list[tuple[str, float]]:
+    """A result's reasons (``label +points``) as (label, points)."""
+    found = []
+    for reason in reasons:
+        label, _, points = reason.rpartition(" ")
+        found.append((label, float(points)))
+    return found
 
 
 # --------------------------------------------------------------------- word forms (item 3)

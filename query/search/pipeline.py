@@ -36,7 +36,14 @@ from lookback.query.search.candidates import (
     rarity,
     selective_expression,
 )
-from lookback.query.search.ranking import add_neighbours, row_parts, score, sort_key, topic_parts
+from lookback.query.search.ranking import (
+    add_neighbours,
+    recency_position,
+    row_parts,
+    score,
+    sort_key,
+    topic_parts,
+)
 from lookback.query.search.types import Ranked, Row, Scope, Searched
 from lookback.query.text.dates import TimeSpan, time_spans
 from lookback.query.text.fts_query import folded_phrase, form_prefix
@@ -159,11 +166,15 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
         ranked.append(Ranked(row, list(found[0]), on_branch=branch))
         topics.append(found[1])
     if ranked:
-        oldest = min(item.row.seq for item in ranked)
-        newest = max(item.row.seq for item in ranked)
+        first_session = ranked[0].row.session_id
+        across = any(item.row.session_id != first_session for item in ranked)
+        positions = [position for item in ranked
+                     if (position := recency_position(item.row, across)) is not None]
+        oldest, newest = min(positions, default=0), max(positions, default=0)
         for item, (tier, topic) in zip(ranked, topics, strict=True):
             score(item, on_branch=item.on_branch, fts_hits=fts_hits, oldest=oldest,
-                  newest=newest, static=(tier, [*topic, *row_parts(item.row)]), when=when)
+                  newest=newest, static=(tier, [*topic, *row_parts(item.row)]), when=when,
+                  across_sessions=across)
     add_neighbours(ranked)
     ranked.sort(key=sort_key)
     diagnostics.alternate_branch_candidates = rejected_branch

@@ -10,7 +10,8 @@ same file / symbol / error  12 / 10 / 12 per matched term of that kind
 next to a match          0.25 x the topics of the candidate just before or after, <= 20
 user / assistant authority  8 / 5
 FTS order                0..6 (bm25 rank among the FTS hits)
-recency                  0..8 (newest candidate 8), unless the message names a time:
+recency                  0..8 (newest candidate 8; by ``recency_position``), unless
+                         the message names a time:
 time in the question     0..8 instead (8 inside that time, less near it)
 token penalty            0..12 (12 at 3,000 tokens and beyond)
 =======================  =========================================
@@ -50,12 +51,14 @@ MIN_NEAR_MS = 7 * 86_400_000
 
 def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: int,
           static: tuple[str, list[tuple[str, float]]] | None = None,
-          when: Sequence[TimeSpan] = ()) -> None:
+          when: Sequence[TimeSpan] = (), across_sessions: bool = False) -> None:
     """Fill in ``tier``, ``score`` and ``parts`` (``matches`` must be non-empty).
 
     ``static`` is what ``static_parts`` returned for this row and query, if the
     caller memoized it; the parts that depend on the other candidates (FTS order,
     recency) or on the message's time (``when``) are always computed here.
+    ``oldest`` and ``newest`` are the candidates' extreme ``recency_position``s, with
+    the same ``across_sessions``.
     """
     item.tier, parts = static if static is not None else static_parts(item, on_branch)
     row = item.row
@@ -68,9 +71,20 @@ def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: 
             item.parts.append(dated)
     else:
         span = newest - oldest
+        position = recency_position(row, across_sessions)
+        position = oldest if position is None else position
         item.parts.append(("recency", round(
-            MAX_RECENCY if span <= 0 else MAX_RECENCY * (row.seq - oldest) / span, 2)))
+            MAX_RECENCY if span <= 0 else MAX_RECENCY * (position - oldest) / span, 2)))
     item.score = round(sum(points for _, points in item.parts), 2)
+
+
+def recency_position(row: Row, across_sessions: bool) -> int | None:
+    """Where ``row`` lies in time, for recency: its position in its session (``seq``);
+    when the candidates come from several sessions (history search of a project), its
+    timestamp instead, since positions in different sessions do not compare (entry 500
+    of last year's session is not newer than entry 3 of today's). None: across
+    sessions, a row without a timestamp (it counts as the oldest)."""
+    return row.ts_ms if across_sessions else row.seq
 
 
 def time_part(row: Row, when: Sequence[TimeSpan]) -> tuple[str, float] | None:
