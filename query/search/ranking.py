@@ -24,6 +24,7 @@ weight (40 x rarity, rarity 0.55 or more).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 from lookback.query.search.types import Ranked, Row
@@ -64,7 +65,7 @@ def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: 
     row = item.row
     item.parts = list(parts)
     if row.fts_rank is not None and fts_hits > 0:
-        item.parts.append(("FTS order", round(MAX_FTS_ORDER * (1 - row.fts_rank / fts_hits), 2)))
+        item.parts.append(("FTS order", _fts_order(row.fts_rank, fts_hits)))
     if when:  # the message says when: that, not recency, places the entry in time
         dated = time_part(row, when)
         if dated is not None:
@@ -85,6 +86,23 @@ def recency_position(row: Row, across_sessions: bool) -> int | None:
     of last year's session is not newer than entry 3 of today's). None: across
     sessions, a row without a timestamp (it counts as the oldest)."""
     return row.ts_ms if across_sessions else row.seq
+
+
+# ``round(x, 2)`` goes through a decimal conversion (a few microseconds); these values
+# recur across rows and messages, so they are rounded once.
+@functools.lru_cache(maxsize=4096)
+def _fts_order(fts_rank: int, fts_hits: int) -> float:
+    return round(MAX_FTS_ORDER * (1 - fts_rank / fts_hits), 2)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _topic_points(weight: float) -> float:
+    return round(TOPIC_POINTS * weight, 2)
+
+
+@functools.lru_cache(maxsize=4096)
+def _token_penalty(tokens: int) -> float:
+    return -round(MAX_TOKEN_PENALTY * min(1.0, tokens / TOKENS_FOR_FULL_PENALTY), 2)
 
 
 def time_part(row: Row, when: Sequence[TimeSpan]) -> tuple[str, float] | None:
@@ -162,7 +180,7 @@ def topic_parts(matches: list[Match], on_branch: bool,
         parts.append((f"term match {_quote(matches[0].term.text)}", FTS_MATCH))
     for term in distinct.values():
         weight = 1.0 if rarity is None else rarity.get(term, 1.0)
-        parts.append((f"topic {_quote(term.text)}", round(TOPIC_POINTS * weight, 2)))
+        parts.append((f"topic {_quote(term.text)}", _topic_points(weight)))
     if on_branch:
         parts.append(("active branch", ACTIVE_BRANCH))
     for found, points, label in ((files, SAME_FILE, "same file"),
@@ -189,7 +207,7 @@ def row_parts(row: Row) -> list[tuple[str, float]]:
     authority = AUTHORITY.get(row.role or "")
     if authority:
         parts.append((f"{row.role} authority", authority))
-    penalty = -round(MAX_TOKEN_PENALTY * min(1.0, row.tokens / TOKENS_FOR_FULL_PENALTY), 2)
+    penalty = _token_penalty(row.tokens)
     if penalty:
         parts.append(("token cost", penalty))
     return parts

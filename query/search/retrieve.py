@@ -253,9 +253,11 @@ class Retriever:
                     max_chars: int = MAX_EXCERPT_CHARS) -> Evidence:
         """The evidence item, memoized: same row, score parts and size, same message
         (frozen, so every answer that carries it shares the one built)."""
+        # Terms as their fields: a tuple of strings hashes in C, and the memo hashes
+        # its key several times per lookup.
         key = ("evidence", index_file, item.row.rowid, item.tier, tuple(item.parts),
-               tuple((match.term, match.literal) for match in item.matches), label,
-               max_chars)
+               tuple((match.term.text, match.term.kind, match.term.stem, match.literal)
+                     for match in item.matches), label, max_chars)
         built = self.reader.evidence.get(key)
         if built is None:
             read_text()
@@ -279,8 +281,9 @@ def _build_item(item: Ranked, classification: str,
                 max_chars: int = MAX_EXCERPT_CHARS) -> Evidence:
     row = item.row
     quoted = quote(row.text, item.matches, max_chars)  # vector-only: no matches, from 0
+    reasons = item.reasons
     text = envelope(session_id=row.session_id, entry_id=row.entry_id, timestamp=row.timestamp,
-                    role=row.role, score=item.score, reasons=item.reasons, quoted=quoted)
+                    role=row.role, score=item.score, reasons=reasons, quoted=quoted)
     message = evidence_message(text, row.ts_ms)
     return Evidence(
         entry_id=row.entry_id,
@@ -289,7 +292,7 @@ def _build_item(item: Ranked, classification: str,
         timestamp=row.timestamp,
         tier=item.tier,  # type: ignore[arg-type]  # ranking's tiers are the contract's
         score=item.score,
-        reasons=tuple(item.reasons),
+        reasons=tuple(reasons),
         # What the message costs the planner too, so a source fitted to the budget
         # here is never dropped there for a few tokens of message overhead.
         tokens=estimate_message_tokens(message),
