@@ -39,8 +39,12 @@ log = logging.getLogger("lookback.settings")
 PREFIX = "LOOKBACK_"
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
-PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
-NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+#: The largest time setting (in its milliseconds or seconds): TOML's ``inf`` and a
+#: variable's "inf" are floats too, and an infinite wait or timeout overflows every
+#: ``Event.wait`` and ``settimeout`` it reaches (a 500 on every request).
+MAX_TIME = 1e9
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0, le=MAX_TIME)]
+NonNegative = Annotated[float, msgspec.Meta(ge=0, le=MAX_TIME)]
 
 
 class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -60,6 +60,11 @@ def test_a_variable_is_read_as_its_setting_type(tmp_path):
     ("", {"LOOKBACK_SERVER__PORT": "http"}, None, "server.port: expected `int`, got `str`"),
     ("", {"LOOKBACK_SERVER__TOKENS": "secret"}, None, "LOOKBACK_SERVER__TOKENS must be a JSON"),
     ("[server]\ntokens = ['a']\n", {}, None, "server.tokens: expected a table, got a list"),
+    # An infinite time is a float, and overflows every wait it reaches (the reader's
+    # freshness wait answered 500 to every request that had a file to index).
+    ("[freshness]\nwait_ms = inf\n", {}, None, "freshness.wait_ms: expected `float` <= "),
+    ("", {"LOOKBACK_SERVER__IDLE_TIMEOUT_SECONDS": "inf"}, None,
+     "server.idle_timeout_seconds: expected `float` <= "),
 ])
 def test_what_cannot_be_used_is_refused_by_name(tmp_path, text, variables, overrides, message):
     with pytest.raises(SettingsError) as raised:
