@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -39,8 +40,7 @@ class ServeProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "lookback.cli", "--home", str(home), "serve", "--port", "0",
              "--quiet"], env={**os.environ, **environ}, stdout=subprocess.DEVNULL,
-            stderr=self.log.open("w"),
-            preexec_fn=None if max_open_files is None else lambda: _limit_files(max_open_files))
+            stderr=self.log.open("w"), preexec_fn=lambda: _child_setup(max_open_files))
         self.port = wait_until(self._port, "the reader listening")
         self.client = Client(self.port)
 
@@ -55,6 +55,15 @@ class ServeProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def _child_setup(max_open_files: int | None) -> None:
+    """In the child before ``exec``: SIGINT back to its default (a suite run from a
+    background job, ``pytest &`` without job control, inherits it ignored, and the reader
+    would ignore the SIGINT its test sends), and the open-file limit when one is given."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if max_open_files is not None:
+        _limit_files(max_open_files)
 
 
 def _limit_files(count: int) -> None:
