@@ -293,4 +293,6 @@ def quote(text: str | None, matches: Sequence[Match], max_chars: int) -> str:
     verified match (``first_position``); from the start without matches (a source read
     whole, a candidate only the vectors found)."""
     text = text or ""
+    if len(text) <= max_chars:  # the whole text, wherever its match is: no need to look
+        return text
     return excerpt(text, first_position(text, list(matches)) if matches else 0, max_chars)
