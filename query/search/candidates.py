@@ -25,6 +25,7 @@ reach Python only inside those functions and for the items an answer returns
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import weakref
@@ -75,11 +76,16 @@ def _phrases(api: apsw.FTS5ExtensionApi) -> int:
     return mask
 
 
+@functools.lru_cache(maxsize=256)
+def _unpacked(packed: str) -> tuple[str, ...]:
+    return tuple(packed.split(LITERAL_SEPARATOR))
+
+
 def _literals(text: str | None, packed: str) -> int:
     if not text:
         return 0
     mask = 0
-    for number, literal in enumerate(packed.split(LITERAL_SEPARATOR)):
+    for number, literal in enumerate(_unpacked(packed)):  # per row: split once per query
         if literal in text and find_literal(text, literal) is not None:
             mask |= 1 << number
     return mask

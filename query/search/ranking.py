@@ -61,22 +61,22 @@ def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: 
     ``oldest`` and ``newest`` are the candidates' extreme ``recency_position``s, with
     the same ``across_sessions``.
     """
-    item.tier, parts = static if static is not None else static_parts(item, on_branch)
+    item.tier, static_list = static if static is not None else static_parts(item, on_branch)
     row = item.row
-    item.parts = list(parts)
+    parts = item.parts = list(static_list)
     if row.fts_rank is not None and fts_hits > 0:
-        item.parts.append(("FTS order", _fts_order(row.fts_rank, fts_hits)))
+        parts.append(("FTS order", _fts_order(row.fts_rank, fts_hits)))
     if when:  # the message says when: that, not recency, places the entry in time
         dated = time_part(row, when)
         if dated is not None:
-            item.parts.append(dated)
+            parts.append(dated)
     else:
         span = newest - oldest
         position = recency_position(row, across_sessions)
         position = oldest if position is None else position
-        item.parts.append(("recency", round(
+        parts.append(("recency", round(
             MAX_RECENCY if span <= 0 else MAX_RECENCY * (position - oldest) / span, 2)))
-    item.score = round(sum(points for _, points in item.parts), 2)
+    item.score = round(sum([points for _, points in parts]), 2)
 
 
 def recency_position(row: Row, across_sessions: bool) -> int | None:

@@ -132,7 +132,9 @@ def quote_fts_string(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
+@lru_cache(maxsize=4096)
 def _phrase(text: str) -> str | None:
+    """A term's FTS5 string, memoized (terms recur across messages)."""
     tokens = fts_tokens(text)[:MAX_PHRASE_TOKENS]
     if not tokens or any(len(token) > MAX_TOKEN_CHARS for token in tokens):
         return None
