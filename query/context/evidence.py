@@ -41,7 +41,16 @@ def js_json_string(text: str) -> str:
     ASCII escaping, but lone surrogates (well-formed JSON.stringify, ES2019), DEL, C1
     controls and U+2028/U+2029 become ``\\uXXXX`` escapes. ``JSON.parse`` and
     ``json.loads`` give back the same string."""
-    return _UNSAFE.sub(_escape, json.dumps(text, ensure_ascii=False))
+    encoded = _ENCODER.encode(text)
+    # JSON escapes every C0 control, so an ASCII result can hold only DEL: most
+    # excerpts skip the scan (a character class tried at every character).
+    if encoded.isascii() and "\x7f" not in encoded:
+        return encoded
+    return _UNSAFE.sub(_escape, encoded)
+
+
+#: ``json.dumps(text, ensure_ascii=False)`` without building an encoder per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def excerpt(text: str, position: int | None, max_chars: int = MAX_EXCERPT_CHARS) -> str:
