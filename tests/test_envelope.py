@@ -5,13 +5,14 @@ nine lines, whatever the quoted text, entry id, role or timestamp hold."""
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 
 import pytest
 
 from lookback.api import retrieve
-from lookback.query.context.evidence import FOOTER, HEADER, envelope
+from lookback.query.context.evidence import FOOTER, HEADER, envelope, js_json_string
 from lookback.settings import load_settings
 from tests.support import index_paths
 
@@ -85,3 +86,21 @@ def test_retrieved_evidence_from_a_hostile_session_is_nine_lines(home: Path, tmp
     assert response["status"] == "ok" and len(response["evidence"]) >= 2
     for item in response["evidence"]:
         assert_one_structure(item["message"]["content"][0]["text"])
+
+
+def test_js_json_string_equals_the_escaping_scan_on_every_kind_of_character():
+    # The ASCII shortcut (no scan when the JSON is ASCII without DEL) must give what the
+    # scan gives: C0 and C1 controls, DEL, line terminators, lone surrogates, accents.
+    unsafe = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+    def scanned(text: str) -> str:
+        encoded = json.dumps(text, ensure_ascii=False)
+        return unsafe.sub(lambda m: f"\\u{ord(m.group()):04x}", encoded)
+
+    pool = [chr(code) for code in range(0x250)] + ["\u2028", "\u2029", "\ud800", "\udfff", "→"]
+    generator = random.Random(19)
+    texts = ["", "plain", "del\x7f", "tab\t", 'quote " and \\'] + [
+        "".join(generator.choice(pool) for _ in range(generator.randint(1, 24)))
+        for _ in range(5000)]
+    for text in texts:
+        assert js_json_string(text) == scanned(text), repr(text)
