@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,24 @@ def with_trust(text: str, key: str, trusted_hash: str) -> str:
 
 
 def write_atomically(target: Path, text: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.lookback-{os.getpid()}")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(target)  # a reader never sees half a file
+    """Replace ``target``'s text at once (a reader never sees half a file). A symlink (a
+    dotfiles checkout) is written where it points, so it stays a link; a file that exists
+    keeps its permission bits (a 0600 settings file may hold API keys)."""
+    real = Path(os.path.realpath(target))
+    real.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = stat.S_IMODE(real.stat().st_mode)
+    except FileNotFoundError:
+        mode = None
+    temporary = real.with_name(f".{real.name}.lookback-{os.getpid()}")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                         0o600 if mode is not None else 0o666)
+    try:
+        with open(descriptor, "w", encoding="utf-8") as handle:
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+            handle.write(text)
+        os.replace(temporary, real)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

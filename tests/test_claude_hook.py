@@ -22,6 +22,7 @@ from tests.server.conftest import settings_for, start_server, stop_server
 from tests.support import index_paths
 from tests.test_claude_code import MAIN, MAIN_ID, PROJECT_DIR, by_text
 
+MARK_SCRIPT = "claude_hook.py"
 PROMPT = "Which deploy key did we pick, ORCHID_LATCH_9031?"
 
 
@@ -150,6 +151,26 @@ def test_install_writes_a_hook_that_runs(monkeypatch, capsys, tmp_path, reader_u
     done = subprocess.run(hook["command"], shell=True, input=hook_input(),
                           capture_output=True, timeout=30, check=False)
     assert done.returncode == 0 and HEADER in context_of(done.stdout.decode())
+    capsys.readouterr()
+
+
+def test_install_writes_through_a_symlink_and_keeps_the_files_mode(capsys, tmp_path):
+    """A settings file kept in a dotfiles folder stays a link, and one only its owner may
+    read (Claude Code's settings may hold API keys in ``env``) stays so."""
+    dotfiles = tmp_path / "dotfiles" / "settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(json.dumps({"env": {"ANTHROPIC_API_KEY": "sk-kept"}}))
+    dotfiles.chmod(0o600)
+    link = tmp_path / "project" / ".claude" / "settings.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(dotfiles)
+    assert main(["install", "claude-code", "--project", str(tmp_path / "project")]) == 0
+    assert link.is_symlink() and link.resolve() == dotfiles
+    written = json.loads(dotfiles.read_text())
+    assert written["env"] == {"ANTHROPIC_API_KEY": "sk-kept"}
+    assert MARK_SCRIPT in json.dumps(written["hooks"]["UserPromptSubmit"])
+    assert dotfiles.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in dotfiles.parent.iterdir()) == ["settings.json"]  # no leftovers
     capsys.readouterr()
 
 

@@ -206,6 +206,25 @@ def test_a_reinstall_with_new_settings_retrusts_in_place(monkeypatch, capsys, tm
     capsys.readouterr()
 
 
+def test_install_writes_through_symlinks_and_keeps_the_files_mode(monkeypatch, capsys, tmp_path):
+    """A config.toml kept in a dotfiles folder (it may hold providers' keys, 0600) stays a
+    link to a file only its owner may read."""
+    codex_home, dotfiles = tmp_path / "codex-home", tmp_path / "dotfiles"
+    codex_home.mkdir()
+    dotfiles.mkdir()
+    (dotfiles / "config.toml").write_text('model = "kept"\n')
+    (dotfiles / "config.toml").chmod(0o600)
+    (codex_home / "config.toml").symlink_to(dotfiles / "config.toml")
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    assert main(["install", "codex"]) == 0
+    assert (codex_home / "config.toml").is_symlink()
+    config = tomllib.loads((dotfiles / "config.toml").read_text())
+    assert config["model"] == "kept" and len(codex_config.trusted_hashes(config)) == 1
+    assert (dotfiles / "config.toml").stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in dotfiles.iterdir()) == ["config.toml"]  # no leftovers
+    capsys.readouterr()
+
+
 def test_install_refuses_a_config_it_cannot_extend_and_writes_nothing(monkeypatch, tmp_path):
     monkeypatch.setenv("CODEX_HOME", str(tmp_path))
     (tmp_path / "config.toml").write_text("hooks = { state = {} }\n")

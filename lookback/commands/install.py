@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -137,10 +136,7 @@ def run(args: argparse.Namespace) -> int:
     base = Path.home() if args.user else (args.project or Path.cwd())
     target = base.expanduser().resolve() / ".claude" / "settings.json"
     existing = codex_config.read_json(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.lookback-{os.getpid()}")
-    temporary.write_text(json.dumps(merged(existing, entry), indent=2) + "\n", encoding="utf-8")
-    temporary.replace(target)  # a reader never sees half a file
+    codex_config.write_atomically(target, json.dumps(merged(existing, entry), indent=2) + "\n")
     print(f"installed the Lookback UserPromptSubmit hook in {target}; "
           "start `lookback serve` for it to answer")
     return 0
