@@ -174,6 +174,20 @@ def test_install_writes_through_a_symlink_and_keeps_the_files_mode(capsys, tmp_p
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("hooks", ["echo mine", [1], {"UserPromptSubmit": "echo mine"},
+                                   {"UserPromptSubmit": {"command": "echo mine"}}])
+def test_install_refuses_hooks_it_cannot_read_and_writes_nothing(capsys, tmp_path, hooks):
+    """A ``hooks`` that is not an object of lists was a traceback, or was rewritten: a
+    string split into its letters, a table's values dropped."""
+    settings_file = tmp_path / ".claude" / "settings.json"
+    settings_file.parent.mkdir()
+    text = json.dumps({"model": "x", "hooks": hooks})
+    settings_file.write_text(text)
+    assert main(["install", "claude-code", "--project", str(tmp_path)]) == 2
+    assert settings_file.read_text() == text
+    assert "`hooks` must be an object" in capsys.readouterr().err
+
+
 def test_install_print_shows_the_snippet(capsys, home, monkeypatch):
     monkeypatch.setenv("LOOKBACK_HOME", str(home))
     monkeypatch.setenv("LOOKBACK_CLAUDE_CODE__PROVIDER", "bedrock")

@@ -89,14 +89,21 @@ def codex_hook_entry(settings: Settings) -> dict[str, Any]:
                        "timeout": seconds}]}
 
 
-def merged(existing: dict[str, Any], entry: dict[str, Any],
+def merged(existing: dict[str, Any], entry: dict[str, Any], source: Path,
            mark: str = MARK) -> dict[str, Any]:
-    """``existing`` settings with ``entry`` as the only Lookback UserPromptSubmit hook: in
-    the place of the previous one (Codex's trust keys name positions), else last."""
-    hooks = dict(existing.get("hooks") or {})
+    """``existing`` settings (read from ``source``) with ``entry`` as the only Lookback
+    UserPromptSubmit hook: in the place of the previous one (Codex's trust keys name
+    positions), else last. UserError when their ``hooks`` are not shaped as the agents
+    read them: guessing would split a string into letters or drop a table's values."""
+    hooks = existing.get("hooks") or {}
+    present = hooks.get("UserPromptSubmit") or [] if isinstance(hooks, dict) else None
+    if not isinstance(present, list):
+        raise UserError(f"{source}: `hooks` must be an object and its `UserPromptSubmit` a "
+                        "list; fix or move it first")
+    hooks = dict(hooks)
     groups: list[Any] = []
     placed = False
-    for group in hooks.get("UserPromptSubmit") or []:
+    for group in present:
         if mark not in json.dumps(group):
             groups.append(group)
         elif not placed:
@@ -111,7 +118,7 @@ def install_codex(settings: Settings, home: Path) -> tuple[Path, Path]:
     (hooks file, config file). Both are checked before either is written."""
     hooks_file, config_file = home / "hooks.json", home / "config.toml"
     document = merged(codex_config.read_json(hooks_file), codex_hook_entry(settings),
-                      CODEX_MARK)
+                      hooks_file, CODEX_MARK)
     codex_config.read_toml(config_file)  # a broken file is the user's to fix, not ours
     groups = document["hooks"]["UserPromptSubmit"]
     position = next(i for i, g in enumerate(groups) if CODEX_MARK in json.dumps(g))
@@ -135,8 +142,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     base = Path.home() if args.user else (args.project or Path.cwd())
     target = base.expanduser().resolve() / ".claude" / "settings.json"
-    existing = codex_config.read_json(target)
-    codex_config.write_atomically(target, json.dumps(merged(existing, entry), indent=2) + "\n")
+    document = merged(codex_config.read_json(target), entry, target)
+    codex_config.write_atomically(target, json.dumps(document, indent=2) + "\n")
     print(f"installed the Lookback UserPromptSubmit hook in {target}; "
           "start `lookback serve` for it to answer")
     return 0
