@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import stat
 import sys
 import time
 
@@ -59,8 +60,12 @@ def quoted_so_far(rollout: str) -> tuple[set[str], int]:
     quoted: set[str] = set()
     used, path, limit = 0, rollout, None
     for _ in range(MAX_FORK_DEPTH):
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+        # Non-blocking: opening a FIFO for reading waits for a writer, past any deadline.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise hook_client.HookSkipped("the rollout is not a regular file")
+            size = info.st_size
             if size == 0:
                 break
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:

@@ -148,6 +148,21 @@ class TestFailOpen(FailOpenCases):
     run = staticmethod(run)
 
 
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+def test_a_rollout_that_is_no_file_adds_nothing_and_asks_nobody(tmp_path, special):
+    """The hook reads the rollout itself: a FIFO there blocked it on open, past its own
+    timeout, until Codex killed it (the script under ``-S -I``, as installed)."""
+    if special == "fifo":
+        special = str(tmp_path / "rollout.jsonl")
+        os.mkfifo(special)
+    with fake_reader(body=b'{"status": "ok"}') as fake:
+        done = subprocess.run([sys.executable, "-S", "-I", codex_hook.__file__, "--url", fake.url,
+                               "--timeout-ms", "500"], input=hook_input(transcript=Path(special)),
+                              capture_output=True, timeout=30, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert calls(fake) == []
+
+
 def test_the_cli_command_answers_and_fails_open(monkeypatch, capsys, rollout, reader_url):
     monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
     monkeypatch.setattr(sys, "stdin", Stdin(hook_input(transcript=rollout)))
