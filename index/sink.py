@@ -171,8 +171,12 @@ class EmbeddedSink:
 
     def _fail(self, cwd: str, error: BaseException) -> str:
         """Set the project aside for this run; returns the one line that says why."""
-        reason = str(error) if isinstance(error, IndexUnavailable | WriterBusy) \
-            else f"{error.__class__.__name__}: {error}"
+        if isinstance(error, IndexUnavailable | WriterBusy):
+            reason = str(error)
+        elif isinstance(error, OSError) and error.strerror:  # the file and the system's words
+            reason = f"{error.filename}: {error.strerror}" if error.filename else error.strerror
+        else:
+            reason = f"{error.__class__.__name__}: {error}"
         name = project_key(cwd, self.namespace)
         message = reason if name in reason else f"project {name}: {reason}"
         self.failures[cwd] = message

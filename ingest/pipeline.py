@@ -97,7 +97,12 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
             named = strict is True or (strict is not False and path in strict)
             (report.errors if named else report.not_sessions).append(str(problem))
         except OSError as error:
-            report.fail(path, f"{path}: {error.strerror or error}")
+            # The system may name another file than this one: the data directory's
+            # (read-only, full), which must not read as if the session file were.
+            named = error.filename
+            where = f"{path}: cannot index it: {named}" \
+                if named is not None and str(named) != str(path) else str(path)
+            report.fail(path, f"{where}: {error.strerror or error}")
         except SinkUnavailable as error:
             report.fail(path, str(error))
         except Exception as error:  # one file never stops the run

@@ -88,6 +88,28 @@ def test_a_read_only_data_directory_still_answers(mount, tmp_path, wal):
     assert "read-only" in text and "damaged" not in text and "--repair" not in text
 
 
+def test_indexing_into_a_read_only_data_directory_names_it(mount, tmp_path):
+    """`lookback index` into a read-only data directory fails naming what cannot be
+    written: not the session file as if it were read-only (a new data directory), not a
+    Python class name (an index already there); the session file is untouched."""
+    session = tmp_path / "session.jsonl"
+    session.write_bytes(SESSION.read_bytes())
+    assert lookback(mount / "home", "index", str(session)).returncode == 0
+    freeze(mount)
+    fresh = lookback(mount / "new-home", "index", str(session))
+    assert fresh.returncode == 1
+    assert f"{session}: cannot index it: {mount / 'new-home'}: Read-only file system" \
+        in fresh.stderr, fresh.stderr
+    with session.open("a") as handle:  # something new to write
+        handle.write(SESSION.read_text().splitlines()[-1] + "\n")
+    existing = lookback(mount / "home", "index", str(session))
+    assert existing.returncode == 1
+    lock = project_dir(mount / "home", CWD).path / "writer.lock"
+    assert f"{lock}: Read-only file system" in existing.stderr, existing.stderr
+    assert "OSError" not in fresh.stderr + existing.stderr
+    assert session.read_bytes().startswith(SESSION.read_bytes())
+
+
 def test_a_wal_without_its_shared_memory_file_is_read_only_not_damaged(mount):
     """Pages only in the WAL, and no -shm to read it with: retrieval fails open and
     status says read-only with the reason, never "damaged" or --repair."""
