@@ -212,9 +212,13 @@ def _str(value: Any) -> str:
 def find_rollout(sessions_root: Path, thread_id: str) -> Path | None:
     """The rollout of ``thread_id`` under ``sessions_root`` (Codex names files
     ``rollout-<time>-<thread id>.jsonl``), or None."""
-    if not thread_id or "/" in thread_id or "*" in thread_id or not sessions_root.is_dir():
+    if not thread_id or "/" in thread_id or not sessions_root.is_dir():
         return None
-    found = sorted(sessions_root.rglob(f"rollout-*{thread_id}.jsonl"))
+    # Compared as text, not put in the pattern: a ``?`` or ``[`` in the id would match
+    # other sessions' rollouts, and the id must be whole, not the tail of another.
+    suffix = f"-{thread_id}.jsonl"
+    found = sorted(path for path in sessions_root.rglob("rollout-*.jsonl")
+                   if path.name.endswith(suffix))
     return found[0] if found else None
 
 

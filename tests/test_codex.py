@@ -172,6 +172,26 @@ def test_a_fork_whose_parent_is_gone_keeps_its_own_lines(tmp_path):
     assert len(stats.warnings) == 1 and MAIN_ID in stats.warnings[0]
 
 
+@pytest.mark.parametrize("thread", ["?", "[0-9a-f]", "844f", MAIN_ID[:-1] + "?"])
+def test_a_forks_parent_is_found_by_its_exact_thread_id(tmp_path, thread):
+    """A fork whose ``history_base`` names a thread id with glob characters inherits no
+    other rollout's lines (``?`` matched any rollout under the sessions folder, and the
+    tail of an id the rollout ending in it: another session's text read as this fork's
+    history); its own lines are kept, with a warning."""
+    day = tmp_path / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    shutil.copy(MAIN, day / MAIN.name)
+    meta, rest = FORK.read_text().split("\n", 1)
+    header = json.loads(meta)
+    header["payload"]["history_base"]["thread_id"] = thread
+    fork = day / FORK.name
+    fork.write_text(json.dumps(header) + "\n" + rest)
+    events, _, stats = read_all(fork)
+    assert item(FORK, "F1: In this fork")["id"] in entries(events)
+    assert item(MAIN, "DEC-TOML-7")["id"] not in entries(events)
+    assert len(stats.warnings) == 1 and "is not under" in stats.warnings[0]
+
+
 def test_codex_home_sessions_is_read_by_default(tmp_path):
     codex_home = tmp_path / "codex-home"
     environ = {"HOME": str(tmp_path), "CODEX_HOME": str(codex_home)}
