@@ -237,7 +237,7 @@ def check_claude_hook(situation: Situation) -> list[Finding]:
     fix = "lookback install claude-code --user"
     for place in places:
         commands = [hook.get("command") for group in _hook_groups(_json(place))
-                    for hook in group.get("hooks") or [] if isinstance(hook, dict)
+                    for hook in _handlers(group) if isinstance(hook, dict)
                     and CLAUDE_HOOK_MARK in str(hook.get("command"))]
         if not commands:
             continue
@@ -257,6 +257,12 @@ def _hook_groups(settings: dict[str, Any]) -> list[dict[str, Any]]:
     return [g for g in groups or [] if isinstance(g, dict)]
 
 
+def _handlers(group: dict[str, Any]) -> list[Any]:
+    """A hook group's handlers: none when its ``hooks`` is not a list (no agent reads one)."""
+    handlers = group.get("hooks")
+    return handlers if isinstance(handlers, list) else []
+
+
 def check_codex_hook(situation: Situation) -> list[Finding]:
     """Lookback's UserPromptSubmit hook in ``$CODEX_HOME/hooks.json``, trusted in its
     ``config.toml`` with the hash of the hook as it is now (``codex exec`` skips an untrusted
@@ -266,7 +272,7 @@ def check_codex_hook(situation: Situation) -> list[Finding]:
         return [Finding("codex hook", NOTE, f"Codex not found ({home})")]
     hooks_file, fix = home / "hooks.json", "lookback install codex"
     found = [(g, h, handler) for g, group in enumerate(_hook_groups(_json(hooks_file)))
-             for h, handler in enumerate(group.get("hooks") or [])
+             for h, handler in enumerate(_handlers(group))
              if isinstance(handler, dict) and CODEX_HOOK_MARK in str(handler.get("command"))]
     if not found:
         return [Finding("codex hook", PROBLEM, "Lookback's UserPromptSubmit hook is not in "

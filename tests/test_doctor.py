@@ -205,6 +205,26 @@ def test_a_hook_whose_python_is_gone_or_asks_another_port_is_a_problem(user, cap
     assert found["claude-code hook"][0]["status"] == "ok"
 
 
+def test_hook_groups_of_the_wrong_shape_are_no_hook_and_install_fixes_them(user, capsys,
+                                                                          monkeypatch):
+    """A group whose ``hooks`` is not a list was "the check failed: TypeError", with no
+    fix; it holds no hook the agent runs, so the hook is missing, and install adds it."""
+    monkeypatch.setenv("CODEX_HOME", str(user / ".codex"))
+    odd = json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": 5}]}})
+    for settings_file in (user / ".claude" / "settings.json", user / ".codex" / "hooks.json"):
+        settings_file.parent.mkdir(parents=True, exist_ok=True)
+        settings_file.write_text(odd)
+    _, found = doctor(capsys)
+    for check, fix in (("claude-code hook", "lookback install claude-code --user"),
+                       ("codex hook", "lookback install codex")):
+        (finding,) = found[check]
+        assert finding["status"] == "problem" and "is not in" in finding["summary"]
+        assert finding["fix"] == fix
+        assert lookback(*shlex.split(fix)[1:]) == 0
+    _, found = doctor(capsys)
+    assert found["claude-code hook"][0]["status"] == found["codex hook"][0]["status"] == "ok"
+
+
 def test_an_mcp_registration_whose_command_is_gone_is_a_problem(user, capsys):
     claude_json = user / ".claude.json"
     claude_json.write_text(json.dumps({"mcpServers": {"lookback": {
