@@ -149,3 +149,39 @@ def test_out_of_files_closes_idle_connections_then_says_disabled(many) -> None:
     assert found["starved"] == "disabled"
     assert any("open files" in warning or "CantOpen" in warning
                for warning in found["warnings"])
+
+
+def test_a_read_connection_keeps_fts5s_own_lookup_compiled(tmp_path: Path):
+    # SQLite built with STAT4 recompiled FTS5's segment-page lookup at nearly every use
+    # (a tenth of a retrieval's work) until read connections planned without bound
+    # values (index.store, SQLITE_DBCONFIG_ENABLE_QPSG). Three sessions of the real
+    # fixture in one project: an index of two segments, where it showed.
+    import uuid
+
+    import apsw
+
+    from lookback.index.store import open_reader
+
+    lines = fixture_path("large-session.jsonl").read_text().splitlines()
+    for number in range(3):
+        header = {**json.loads(lines[0]), "id": str(uuid.UUID(int=number + 1))}
+        (tmp_path / f"session-{number}.jsonl").write_text(
+            "\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    home = tmp_path / "home"
+    index_paths(home, tmp_path)
+    connection = open_reader(next((home / "projects").glob("*/index-*.sqlite")))
+    recompiled: list[int] = []
+
+    def traced(event: dict) -> None:
+        if "_idx" in event.get("sql", "") and "stmt_status" in event:
+            recompiled.append(event["stmt_status"]["SQLITE_STMTSTATUS_REPREPARE"])
+
+    connection.trace_v2(apsw.SQLITE_TRACE_PROFILE, traced)
+    try:
+        for word in ("session", "error", "file", "test", "compaction", "session OR file"):
+            connection.execute("SELECT count(*) FROM entries_fts WHERE entries_fts MATCH ?",
+                               (word,)).fetchall()
+    finally:
+        connection.close()
+    assert len(recompiled) >= 6
+    assert recompiled[-1] == recompiled[0], recompiled
