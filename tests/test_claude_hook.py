@@ -188,6 +188,14 @@ def test_install_refuses_hooks_it_cannot_read_and_writes_nothing(capsys, tmp_pat
     assert "`hooks` must be an object" in capsys.readouterr().err
 
 
+def test_install_into_a_project_folder_that_is_not_there_is_refused(capsys, tmp_path):
+    """A mistyped --project was created, and the hook installed where no project is."""
+    missing = tmp_path / "no-such-project"
+    assert main(["install", "claude-code", "--project", str(missing)]) == 2
+    assert f"{missing}: no such project folder" in capsys.readouterr().err
+    assert not missing.exists()
+
+
 def test_install_print_shows_the_snippet(capsys, home, monkeypatch):
     monkeypatch.setenv("LOOKBACK_HOME", str(home))
     monkeypatch.setenv("LOOKBACK_CLAUDE_CODE__PROVIDER", "bedrock")

@@ -140,8 +140,10 @@ def run(args: argparse.Namespace) -> int:
     if args.print:
         print(json.dumps({"hooks": {"UserPromptSubmit": [entry]}}, indent=2))
         return 0
-    base = Path.home() if args.user else (args.project or Path.cwd())
-    target = base.expanduser().resolve() / ".claude" / "settings.json"
+    base = (Path.home() if args.user else (args.project or Path.cwd())).expanduser()
+    if not base.is_dir():  # a mistyped --project: never create it, nor install there
+        raise UserError(f"{base}: no such project folder")
+    target = base.resolve() / ".claude" / "settings.json"
     document = merged(codex_config.read_json(target), entry, target)
     codex_config.write_atomically(target, json.dumps(document, indent=2) + "\n")
     print(f"installed the Lookback UserPromptSubmit hook in {target}; "
