@@ -42,9 +42,27 @@ class Started:
     started_by: str
     started_at: float
     log: str
+    #: ``process_identity`` of the reader when it was started (None: an older pid file,
+    #: or no /proc here)
+    identity: str | None = None
 
     def alive(self) -> bool:
-        return alive(self.pid)
+        """The recorded reader still runs: its pid is alive *and* is still that process
+        (a pid is reused, after a reboot above all: the file outlives the reader)."""
+        if not alive(self.pid):
+            return False
+        return self.identity is None or process_identity(self.pid) == self.identity
+
+
+def process_identity(pid: int) -> str | None:
+    """Which process ``pid`` is, beyond its number: this boot's id and the process's
+    start time (clock ticks since boot), from /proc; None where there is none."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+    return f"{boot}:{fields[19]}"  # field 22, starttime (the fields after the name)
 
 
 def pid_path(settings: Settings) -> Path:
@@ -59,8 +77,10 @@ def read_started(settings: Settings) -> Started | None:
     """The background reader the pid file names (None: none, or an unreadable file)."""
     try:
         data: Any = json.loads(pid_path(settings).read_text(encoding="utf-8"))
+        identity = data.get("identity")
         return Started(int(data["pid"]), str(data["host"]), int(data["port"]),
-                       str(data["started_by"]), float(data["started_at"]), str(data["log"]))
+                       str(data["started_by"]), float(data["started_at"]), str(data["log"]),
+                       identity if isinstance(identity, str) else None)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -95,7 +115,8 @@ def ensure(settings: Settings, started_by: str, port: int | None = None) -> str:
             return "running"
         pid = _spawn(settings, port)
         record = {"pid": pid, "host": host, "port": port, "started_by": started_by,
-                  "started_at": time.time(), "log": str(log_path(settings))}
+                  "started_at": time.time(), "log": str(log_path(settings)),
+                  "identity": process_identity(pid)}
         temporary = pid_path(settings).with_suffix(".tmp")
         temporary.write_text(json.dumps(record), encoding="utf-8")
         temporary.replace(pid_path(settings))

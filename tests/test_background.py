@@ -53,6 +53,32 @@ def test_two_sessions_asking_at_once_start_one_reader_and_stop_stops_it(home):
     assert lookback(home, "serve", "--stop").returncode == 1  # nothing left to stop
 
 
+def test_a_pid_file_naming_a_process_that_is_no_reader_neither_blocks_nor_kills(home):
+    """The pid file outlives its reader (a reboot, a crash); its pid may now be another
+    process's. Once, --ensure answered "starting" for as long as that process lived (no
+    reader, ever) and --stop sent it SIGTERM, then SIGKILL."""
+    other = subprocess.Popen(["sleep", "120"])
+    port = free_port()
+    try:
+        (home / "serve.pid").write_text(json.dumps({
+            "pid": other.pid, "host": "127.0.0.1", "port": port, "started_by": "pi",
+            "started_at": 1.0, "log": str(home / "logs" / "serve.log"),
+            "identity": "a-boot-before:1234"}))
+        assert lookback(home, "serve", "--stop").returncode == 1  # nothing of ours to stop
+        assert other.poll() is None
+        done = lookback(home, "serve", "--ensure", "--port", str(port))
+        try:
+            assert json.loads(done.stdout)["reader"] == "started"
+            wait_for_health(f"http://127.0.0.1:{port}", timeout=60)
+        finally:
+            stopped = lookback(home, "serve", "--stop")
+        assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] != other.pid
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_a_reader_already_listening_is_left_alone(home):
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
