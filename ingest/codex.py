@@ -30,6 +30,7 @@ Mapping to the normalized record (``ingest.entries``):
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,16 +218,21 @@ def find_rollout(sessions_root: Path, thread_id: str) -> Path | None:
     # Compared as text, not put in the pattern: a ``?`` or ``[`` in the id would match
     # other sessions' rollouts, and the id must be whole, not the tail of another.
     suffix = f"-{thread_id}.jsonl"
-    found = sorted(path for path in sessions_root.rglob("rollout-*.jsonl")
-                   if path.name.endswith(suffix))
-    return found[0] if found else None
+    found = [Path(folder) / name
+             for folder, _, names in os.walk(sessions_root)  # unreadable folders: passed over
+             for name in names if name.startswith("rollout-") and name.endswith(suffix)]
+    return min(found) if found else None
 
 
 def sessions_root_of(rollout: Path) -> Path:
-    """The ``sessions`` folder a rollout lies in (its nearest ancestor of that name, else
-    the folder three levels up: ``sessions/YYYY/MM/DD/``)."""
+    """The ``sessions`` folder a rollout lies in (its nearest ancestor of that name), else
+    the folder above its ``YYYY/MM/DD`` folders, else its own folder: never a folder
+    three levels up whatever it is (``/`` for ``/a/b/rollout.jsonl``, whose walk went
+    through the whole disk and /proc)."""
     for parent in rollout.parents:
         if parent.name == "sessions":
             return parent
     parents = rollout.parents
-    return parents[3] if len(parents) > 3 else rollout.parent
+    if len(parents) > 4 and all(parents[i].name.isdigit() for i in range(3)):
+        return parents[3]
+    return rollout.parent

@@ -192,6 +192,24 @@ def test_a_forks_parent_is_found_by_its_exact_thread_id(tmp_path, thread):
     assert len(stats.warnings) == 1 and "is not under" in stats.warnings[0]
 
 
+def test_a_fork_outside_a_sessions_folder_looks_for_its_parent_beside_it_only():
+    """A fork copied to ``/tmp/x/y/`` (no ``sessions`` folder, no date folders): its
+    parent was looked for under the folder three levels up, ``/``: the walk went through
+    the whole disk (into /proc, whose errors failed the file, or on to this repository's
+    fixtures, read as its history). Now only beside it; its own lines are kept."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as top:
+        fork = Path(top) / "copies" / FORK.name
+        fork.parent.mkdir()
+        shutil.copy(FORK, fork)
+        events, _, stats = read_all(fork)
+        assert item(FORK, "F1: In this fork")["id"] in entries(events)
+        assert item(MAIN, "DEC-TOML-7")["id"] not in entries(events)
+        assert len(stats.warnings) == 1 and "is not under" in stats.warnings[0]
+        assert codex.sessions_root_of(fork) == fork.parent
+    dated = Path("/x/sessions-copy/2026/12/01") / FORK.name
+    assert codex.sessions_root_of(dated) == Path("/x/sessions-copy")
+
+
 def test_codex_home_sessions_is_read_by_default(tmp_path):
     codex_home = tmp_path / "codex-home"
     environ = {"HOME": str(tmp_path), "CODEX_HOME": str(codex_home)}
