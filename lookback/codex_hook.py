@@ -77,7 +77,7 @@ def quoted_so_far(rollout: str) -> tuple[set[str], int]:
                 base = _history_base(data)
         if base is None:
             break
-        parent = _find_rollout(os.path.dirname(path), base[0])
+        parent = _find_rollout(path, base[0])
         if parent is None:
             break
         path, limit = parent, base[1]
@@ -121,26 +121,37 @@ def _history_base(data: mmap.mmap) -> tuple[str, int] | None:
     return thread, length
 
 
-def _find_rollout(folder: str, thread: str) -> str | None:
-    """The parent's rollout (``rollout-*-<thread>.jsonl``): beside the fork first, then
-    anywhere under the ``sessions`` folder (``sessions/YYYY/MM/DD``)."""
+def _find_rollout(fork: str, thread: str) -> str | None:
+    """The parent's rollout (``rollout-*-<thread>.jsonl``) where ingest finds it
+    (``ingest.codex.find_rollout``): under the fork's ``sessions`` folder, the first by
+    path; None if it is not there."""
+    if not thread or "/" in thread:
+        return None
     suffix = f"-{thread}.jsonl"
-    for name in _names(folder):
-        if name.startswith("rollout-") and name.endswith(suffix):
-            return os.path.join(folder, name)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(folder)))
-    for parent, _, names in os.walk(root):
-        for name in names:
-            if name.startswith("rollout-") and name.endswith(suffix):
-                return os.path.join(parent, name)
-    return None
+    found = [os.path.join(folder, name)
+             for folder, _, names in os.walk(_sessions_root(fork))  # unreadable: passed over
+             for name in names if name.startswith("rollout-") and name.endswith(suffix)]
+    return min(found) if found else None
 
 
-def _names(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
+def _sessions_root(rollout: str) -> str:
+    """``ingest.codex.sessions_root_of`` on a text path (the hook imports no project
+    module: it runs as a plain script; tests/test_codex_hook.py holds the two equal): the
+    nearest ``sessions`` folder above the rollout, else the folder above its
+    ``YYYY/MM/DD`` folders, else its own folder."""
+    parents = []
+    folder = os.path.dirname(os.path.abspath(rollout))
+    while True:
+        if os.path.basename(folder) == "sessions":
+            return folder
+        parents.append(folder)
+        above = os.path.dirname(folder)
+        if above == folder:
+            break
+        folder = above
+    if len(parents) > 4 and all(os.path.basename(p).isdigit() for p in parents[:3]):
+        return parents[3]
+    return parents[0]
 
 
 def _last_compaction(data: mmap.mmap, end: int) -> int:

@@ -20,6 +20,7 @@ import pytest
 from lookback import codex_config, codex_hook
 from lookback.cli import main
 from lookback.commands.install import codex_hook_command
+from lookback.ingest import codex
 from lookback.query.context.evidence import FOOTER, HEADER
 from tests.hook_cases import FailOpenCases, Stdin, calls, context_of, fake_reader
 from tests.server.conftest import settings_for, start_server, stop_server
@@ -297,6 +298,28 @@ def test_a_fork_counts_its_parents_contexts_up_to_the_fork_point(rollout, reader
         handle.write(json.dumps({**meta, "payload": {**meta["payload"], "history_base": {
             "thread_id": "01a232ea-0000-7000-8000-000000000000", "end_byte_offset": 10}}}) + "\n")
     assert codex_hook.quoted_so_far(str(fork)) == (set(), 0)
+    outside = rollout.parents[4] / "x" / "y" / "copies" / elsewhere.name  # no sessions above
+    outside.parent.mkdir(parents=True)
+    elsewhere.rename(outside)
+    # Looked for where ingest looks (beside it only), so the hook counts what the index
+    # holds: "three folders up" walked the whole temporary folder and found the parent.
+    assert codex_hook.quoted_so_far(str(outside)) == (set(), 0)
+
+
+@pytest.mark.parametrize("path", [
+    "/home/u/.codex/sessions/2026/12/01/rollout-a.jsonl",
+    "/home/u/.codex/sessions/rollout-a.jsonl",
+    "/x/sessions-copy/2026/12/01/rollout-a.jsonl",
+    "/x/y/sessions/z/rollout-a.jsonl",
+    "/tmp/x/y/z/w/rollout-a.jsonl",
+    "/a/b/rollout-a.jsonl",
+    "/1/2/3/rollout-a.jsonl",
+    "/rollout-a.jsonl",
+])
+def test_the_hook_looks_for_a_forks_parent_where_ingest_does(path):
+    """The hook runs as a plain script and imports no project module, so it has its own
+    copy of ingest's rule for the folder a fork's parent is looked for in."""
+    assert codex_hook._sessions_root(path) == str(codex.sessions_root_of(Path(path)))
 
 
 # -- no reader: the hook starts one --------------------------------------------------------------
