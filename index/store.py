@@ -424,9 +424,27 @@ class write_transaction:  # lower case: read as a `with` statement, like a funct
             self.connection.execute("ROLLBACK")
 
 
+#: Segments FTS5 merges at once (its ``usermerge``) in ``index.writer.merge_segments``:
+#: with 2, the segments of an index grown by many small commits are a binary counter of
+#: them, about log2(commits) at most; FTS5's default of 4 lets them pile up three a level
+#: (docs/benchmarks.md, issue 19).
+MERGE_SEGMENTS = 2
+
+
+def set_merge_policy(connection: apsw.Connection) -> None:
+    """Store ``MERGE_SEGMENTS`` as the FTS table's ``usermerge`` (kept in the file),
+    written only when it differs, so opening a writer writes nothing otherwise."""
+    row = connection.execute(
+        "SELECT v FROM entries_fts_config WHERE k = 'usermerge'").fetchone()
+    if row is None or row[0] != MERGE_SEGMENTS:
+        connection.execute("INSERT INTO entries_fts(entries_fts, rank) VALUES ('usermerge', ?)",
+                           (MERGE_SEGMENTS,))
+
+
 def _ensure_schema(connection: apsw.Connection, cwd: str | None, namespace: str) -> None:
     with connection:
         connection.execute(DDL)
+        set_merge_policy(connection)
         _add_missing_columns(connection)
         existing = read_meta(connection, "schema_version")
         if existing is not None and int(existing) > SCHEMA_VERSION:

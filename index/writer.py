@@ -6,6 +6,10 @@ projections (sessions, entries, FTS) and advances the ``applied_seq`` cursor, pl
 whatever the caller's ``extra`` callback writes (a file's read offset, a Redis
 stream cursor). A failure rolls all of it back, so a retry starts clean.
 
+Each batch ends with a bounded FTS5 merge (``merge_segments``): every commit writes a
+new FTS5 segment, and every term a query looks up is looked up in every segment, so
+an index grown by small appends must not keep many. Merging changes no score.
+
 Applying is idempotent: an entry is keyed by (session id, entry id) and a repeated
 entry replaces the earlier one (Pi's "last write wins" for reused ids).
 
@@ -78,6 +82,7 @@ def _append(connection: apsw.Connection, events: list[Event], ids: list[str | No
             extra: Callable[[apsw.Connection], None] | None,
             on_set_aside: SetAside | None) -> int:
     applied = set_aside = 0
+    indexed_chars = 0
     now = time.time()
     with write_transaction(connection):
         seq = int(read_meta(connection, "applied_seq") or 0)
@@ -88,6 +93,7 @@ def _append(connection: apsw.Connection, events: list[Event], ids: list[str | No
             if on_set_aside is None:
                 seq = _append_one(connection, event, source_id, now, touched)
                 applied += 1
+                indexed_chars += _indexed_chars(event)
                 continue
             if event.kind in ("session", "reset"):
                 _flush_sessions(connection, touched, now)  # outside the savepoint
@@ -95,6 +101,7 @@ def _append(connection: apsw.Connection, events: list[Event], ids: list[str | No
             try:
                 seq = _append_one(connection, event, source_id, now, touched)
                 applied += 1
+                indexed_chars += _indexed_chars(event)
             except BAD_EVENT_ERRORS as error:
                 connection.execute("ROLLBACK TO one_event")
                 set_aside += 1
@@ -107,7 +114,33 @@ def _append(connection: apsw.Connection, events: list[Event], ids: list[str | No
             write_meta(connection, "set_aside_events", total)
         if extra is not None:
             extra(connection)
+        merge_segments(connection, indexed_chars)
     return applied
+
+
+#: A batch's merge budget in FTS5 leaf pages: a floor that lets a small append finish
+#: a pending merge of small segments, plus one page per this many characters indexed.
+#: Indexing writes about one leaf page per 16,000 characters and a binary merge moves
+#: each page about log2(commits) times, so 16 pages per page written keeps merges up
+#: with a bulk run's 2,000-event batches instead of falling behind.
+MERGE_FLOOR_PAGES = 64
+MERGE_CHARS_PER_PAGE = 1000
+
+
+def merge_segments(connection: apsw.Connection, indexed_chars: int) -> None:
+    """Merge FTS5 segments, ``index.store.MERGE_SEGMENTS`` at once, writing at most a
+    budget of pages (inside the caller's transaction): the budget bounds what one small
+    append costs, and what it leaves undone the next batch continues."""
+    pages = MERGE_FLOOR_PAGES + indexed_chars // MERGE_CHARS_PER_PAGE
+    connection.execute("INSERT INTO entries_fts(entries_fts, rank) VALUES ('merge', ?)",
+                       (pages,))
+
+
+def _indexed_chars(event: Event) -> int:
+    """Characters an applied event put into the FTS table."""
+    if event.kind != "entry":
+        return 0
+    return len(event.payload["entry"].get("text") or "")
 
 
 def _append_one(connection: apsw.Connection, event: Event, source_id: str | None,
@@ -136,14 +169,17 @@ def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) ->
     """Apply logged (kind, session_id, payload) rows to the projections only."""
     now = time.time()
     touched: dict[str, list] = {}
-    refused = 0
+    refused = indexed_chars = 0
     for kind, session_id, payload in rows:
+        event = Event(kind, session_id, "", jsonio.loads(payload))
         try:
-            apply_event(connection, Event(kind, session_id, "", jsonio.loads(payload)), now,
-                        touched)
+            apply_event(connection, event, now, touched)
         except EventError:  # logged by an older version that checked less: set aside
             refused += 1
+            continue
+        indexed_chars += _indexed_chars(event)
     _flush_sessions(connection, touched, now)
+    merge_segments(connection, indexed_chars)
     if refused:
         total = int(read_meta(connection, "set_aside_events") or 0) + refused
         write_meta(connection, "set_aside_events", total)
@@ -276,4 +312,4 @@ _HANDLERS: dict[str, Callable[[apsw.Connection, Event, float, Touched], None]] =
 }
 
 __all__ = ["BAD_EVENT_ERRORS", "SCHEMA_VERSION", "append_events", "apply_event",
-           "estimate_tokens", "replay"]
+           "estimate_tokens", "merge_segments", "replay"]

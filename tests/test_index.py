@@ -280,3 +280,32 @@ def test_indexing_resumes_by_itself_once_a_full_disk_has_room(small_disk, tmp_pa
     db = reader_for(home, "/w/full")
     assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == complete
     db.close()
+
+
+def fts_segments(connection):
+    return connection.execute("SELECT count(DISTINCT segid) FROM entries_fts_idx").fetchone()[0]
+
+
+def test_small_appends_keep_few_fts_segments(home):
+    """Every commit writes an FTS5 segment and a query looks each term up in every one:
+    an index grown by small appends (a request's freshness, over weeks) keeps about
+    log2(commits) of them at any time, not FTS5's default pile of three a level."""
+    from lookback.ingest.events import Event
+
+    index_paths(home, fixture_path("large-session.jsonl"))
+    cwd = "/workspace/demo"
+    commits = 1000
+    most = 0
+    with ProjectWriter(home, cwd) as writer:
+        for n in range(commits):
+            entries = [{"id": f"a{n}-{k}", "parent_id": None, "seq": 10_000 + 3 * n + k,
+                        "type": "message", "role": "user", "eligible": True,
+                        "text": f"append {n} word{n * 7 % 97} token{k} check_{n % 13}"}
+                       for k in range(3)]
+            writer.write([Event("entry", "session-fixture", cwd, {"entry": e})
+                          for e in entries])
+            most = max(most, fts_segments(writer.connection))
+        assert most <= 10  # log2(1000); FTS5's own merging alone reaches 20 here
+        hits = writer.connection.execute(
+            "SELECT count(*) FROM entries_fts WHERE entries_fts MATCH 'append AND token1'")
+        assert hits.fetchone()[0] == commits  # merging lost and doubled nothing
