@@ -293,8 +293,8 @@ def _open_read_only(name: str, flags: int = 0) -> apsw.Connection:
         connection.set_busy_timeout(BUSY_TIMEOUT_MS)
         # Plans that never depend on bound values: otherwise FTS5's own lookup of a
         # term's segment page (``term <= ?`` on ``entries_fts_idx``) is compiled again
-        # for every term of every query (SQLite built with STAT4), about a tenth of a
-        # retrieval's work. Answers do not change: no plan here reads a bound value.
+        # for every term of every query (SQLite built with STAT4; its cost is in
+        # docs/benchmarks.md). Answers do not change: no plan here reads a bound value.
         connection.config(apsw.SQLITE_DBCONFIG_ENABLE_QPSG, 1)
         connection.execute("PRAGMA query_only=1")
         connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # opens the WAL
