@@ -2,7 +2,7 @@
 
 Each subcommand lives in its own module under ``lookback.commands`` with a
 ``register(subparsers)`` function; adding a command is adding a module to
-``COMMANDS`` below. Exit codes: 0 done, 1 the job failed, 2 bad input or usage.
+``COMMANDS`` below. Exit codes: ``EXIT_CODES`` (shown by ``lookback --help``).
 """
 
 from __future__ import annotations
@@ -16,16 +16,43 @@ from collections.abc import Sequence
 
 from lookback.errors import LookbackError, UserError
 
-COMMANDS = ("index", "status", "reindex", "retrieve", "search", "serve", "watch", "worker",
-            "context", "hook", "install", "owner", "mcp", "doctor")
+COMMANDS = ("index", "status", "reindex", "retrieve", "search", "serve", "watch",
+            "worker", "context", "hook", "install", "owner", "mcp", "doctor", "completion")
+
+#: What ``lookback``'s exit status means, for every command (docs/usage.md says the same;
+#: tests/test_docs.py keeps them equal).
+EXIT_CODES = (
+    (0, "done (nothing to do counts: no sessions yet)"),
+    (1, "failed or partly done: an index unusable, a path unreadable, doctor's problems"),
+    (2, "bad input: a flag, a path, settings, a project or session that does not exist"),
+    (130, "interrupted (Ctrl-C)"),
+)
+
+
+def version() -> str:
+    """The installed distribution's version (the package's own when run from a checkout)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("pi-lookback")
+    except PackageNotFoundError:
+        import lookback
+
+        return lookback.__version__
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lookback",
-        description="Index Pi and Claude Code sessions and give back what compaction took "
-                    "away: quoted evidence from earlier turns of the current branch.",
+        description="Index Pi, Claude Code and Codex sessions and give back what compaction\n"
+                    "took away: quoted evidence from earlier turns of the current branch.",
+        epilog="exit status:\n" + "\n".join(f"  {code:<4} {meaning}"
+                                            for code, meaning in EXIT_CODES)
+               + "\n\nOutput is text for people; --json gives JSON for programs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"lookback {version()}")
     parser.add_argument("--home", help="data directory (default: $LOOKBACK_HOME or the "
                         "platform data dir)")
     parser.add_argument("--config", help="settings file (default: $LOOKBACK_CONFIG or "

@@ -213,3 +213,73 @@ def test_status_says_when_an_index_needs_a_rebuild(run, home):
     run("reindex")
     code, out, _ = run("status", "--json")
     assert json.loads(out)["projects"][0]["needs_reindex"] is False
+
+
+def test_version_names_the_installed_distribution(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit:
+        main(["--version"])
+    assert exit.value.code == 0
+    assert capsys.readouterr().out == f"lookback {version('pi-lookback')}\n"
+
+
+def test_help_lists_the_exit_codes(capsys):
+    from lookback.cli import EXIT_CODES
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "exit status:" in out
+    assert all(f"  {code:<4} {meaning}" in out for code, meaning in EXIT_CODES)
+
+
+def complete(shell_script: str, line: str) -> list[str]:
+    """What bash offers for ``line`` (the cursor at its end) with ``shell_script`` loaded."""
+    import subprocess
+
+    words = line.split(" ")
+    program = (f"{shell_script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)})\n"
+               f"COMP_CWORD={len(words) - 1}\n_lookback\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n")
+    done = subprocess.run(["bash", "--norc", "--noprofile"], input=program, text=True,
+                          capture_output=True, timeout=30, check=True)
+    return [word for word in done.stdout.splitlines() if word]
+
+
+def test_bash_completes_commands_flags_and_choices(run):
+    code, script, _ = run("completion", "bash")
+    assert code == 0 and "complete -o default -F _lookback lookback" in script
+    assert complete(script, "lookback ind") == ["index"]
+    assert complete(script, "lookback --home /tmp/x sta") == ["status"]
+    assert complete(script, "lookback search --sc") == ["--scope"]
+    assert complete(script, "lookback search x --scope ") == ["branch", "session", "project"]
+    assert complete(script, "lookback context ") == ["retrieved", "manifest", "included",
+                                                     "excluded", "all"]
+    assert complete(script, "lookback completion f") == ["fish"]
+    assert complete(script, "lookback search --session-file ") == []  # the shell's files
+
+
+def test_zsh_and_fish_scripts_name_every_command(run):
+    from lookback.cli import COMMANDS
+
+    code, zsh, _ = run("completion", "zsh")
+    assert code == 0 and "bashcompinit" in zsh and "_lookback()" in zsh
+    code, fish, _ = run("completion", "fish")
+    assert code == 0
+    for name in COMMANDS:
+        assert f" -a {name} -d " in fish
+    assert "__fish_seen_subcommand_from search' -l scope -x -a 'branch session project'" in fish
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed here")
+def test_fish_completes_with_the_script_loaded(run, tmp_path):
+    import subprocess
+
+    code, script, _ = run("completion", "fish")
+    (tmp_path / "lookback.fish").write_text(script)
+    done = subprocess.run(["fish", "--no-config", "-c",
+                           f"source {tmp_path / 'lookback.fish'}; complete -C 'lookback ind'; "
+                           "complete -C 'lookback search --scope '"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    offered = [line.split("\t")[0] for line in done.stdout.splitlines()]
+    assert offered == ["index", "branch", "project", "session"]

@@ -360,3 +360,13 @@ def test_every_benchmark_is_listed_with_its_command():
     assert sorted(scripts - listed) == []
     named = set(re.findall(r"\b(bench_\w+\.py)", README.read_text(encoding="utf-8") + benchmarks))
     assert sorted(named - scripts) == []
+
+
+def test_the_exit_codes_in_usage_are_the_clis():
+    """docs/usage.md's exit status table is ``lookback --help``'s (``cli.EXIT_CODES``)."""
+    from lookback.cli import EXIT_CODES
+
+    usage = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", usage.split("## Output and exit codes", 1)[1]
+                      .split("\n## ", 1)[0], re.MULTILINE)
+    assert [(int(code), meaning) for code, meaning in rows] == list(EXIT_CODES)
