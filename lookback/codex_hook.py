@@ -14,6 +14,12 @@ the last ``compacted`` line name the entries already quoted (``quoted_ids``: the
 returns them again) and how much the hook's evidence already adds to every request; what it
 adds now keeps the thread's total within ``--thread-tokens``.
 
+The hook's own reading is bounded inside its ``--timeout-ms`` (Codex kills a hook at its
+limit): the rollout is read from its end, in chunks, back to the last compaction and no
+further than ``MAX_SCAN_BYTES``; a fork's parent is looked for folder by folder; all of it
+before ``SCAN_SHARE`` of the time is spent (the rest is the reader's). Past either bound the
+hook cannot tell what the thread already carries, so it adds nothing (fail-open).
+
 Fail-open, cost and the plain-script start are the Claude Code hook's (``lookback.hook_client``):
 a missing, slow or wrong reader or bad input prints nothing and exits 0 (a reader that is not
 there is started for the next prompt, ``hook_client.start_reader``), and
@@ -52,11 +58,43 @@ SOURCE_LINE = "Source entry: "
 SESSION_PART = " (session "
 
 
-def quoted_so_far(rollout: str) -> tuple[set[str], int]:
+#: What the rollout scan reads at most, from the end back to the last compaction (a
+#: thread's window since its last compaction is far smaller; the hook never reads a whole
+#: multi-gigabyte rollout).
+MAX_SCAN_BYTES = 256 * 1024 * 1024
+#: Bytes searched between two looks at the clock.
+SCAN_CHUNK = 8 * 1024 * 1024
+#: The share of ``--timeout-ms`` the hook's own reading may use; the rest is the reader's.
+SCAN_SHARE = 0.5
+
+
+class _Budget:
+    """The scan's bounds: a deadline (``time.monotonic()``) and bytes left to read. Past
+    either, ``HookSkipped``: the hook cannot know what the thread carries, so adds nothing."""
+
+    def __init__(self, deadline: float, max_bytes: int = MAX_SCAN_BYTES) -> None:
+        self.deadline = deadline
+        self.bytes_left = max_bytes
+
+    def check(self) -> None:
+        if time.monotonic() >= self.deadline:
+            raise hook_client.HookSkipped("the rollout scan ran out of time")
+
+    def spend(self, count: int) -> None:
+        self.check()
+        self.bytes_left -= count
+        if self.bytes_left < 0:
+            raise hook_client.HookSkipped("the rollout is too long to scan")
+
+
+def quoted_so_far(rollout: str, deadline: float | None = None,
+                  max_bytes: int = MAX_SCAN_BYTES) -> tuple[set[str], int]:
     """(entry ids Lookback's envelopes quote, their bytes) among the hook contexts in the
     rollout after its last ``compacted`` line: what the model is still being sent. A fork
     with no compaction of its own is sent its parent's history up to the fork point too
-    (``history_base``), so the contexts there count as well."""
+    (``history_base``), so the contexts there count as well. Raises ``HookSkipped`` when
+    that takes past ``deadline`` or more than ``max_bytes`` of reading (see ``_Budget``)."""
+    budget = _Budget(float("inf") if deadline is None else deadline, max_bytes)
     quoted: set[str] = set()
     used, path, limit = 0, rollout, None
     for _ in range(MAX_FORK_DEPTH):
@@ -70,14 +108,14 @@ def quoted_so_far(rollout: str) -> tuple[set[str], int]:
                 break
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 end = size if limit is None else min(limit, size)
-                start = _last_compaction(data, end)
-                used += _scan(data, start, end, quoted)
+                start = _last_compaction(data, end, budget)
+                used += _scan(data, start, end, quoted, budget)
                 if start > 0:
                     break  # a compaction: nothing before it is sent any more
                 base = _history_base(data)
         if base is None:
             break
-        parent = _find_rollout(path, base[0])
+        parent = _find_rollout(path, base[0], budget)
         if parent is None:
             break
         path, limit = parent, base[1]
@@ -88,10 +126,36 @@ def quoted_so_far(rollout: str) -> tuple[set[str], int]:
 MAX_FORK_DEPTH = 8
 
 
-def _scan(data: mmap.mmap, start: int, end: int, quoted: set[str]) -> int:
+def _find(data: mmap.mmap, needle: bytes, start: int, end: int, budget: _Budget) -> int:
+    """``data.find(needle, start, end)``, a chunk at a time within ``budget``."""
+    while start < end:
+        stop = min(end, start + SCAN_CHUNK)
+        budget.spend(stop - start)
+        found = data.find(needle, start, min(end, stop + len(needle) - 1))
+        if found >= 0:
+            return found
+        start = stop
+    return -1
+
+
+def _rfind(data: mmap.mmap, needle: bytes, start: int, end: int, budget: _Budget) -> int:
+    """``data.rfind(needle, start, end)``, a chunk at a time from the end within ``budget``."""
+    high = end
+    while high > start:
+        low = max(start, high - SCAN_CHUNK)
+        budget.spend(high - low)
+        # occurrences starting in [low, high): the next chunk holds those before ``low``
+        found = data.rfind(needle, low, min(end, high + len(needle) - 1))
+        if found >= 0:
+            return found
+        high = low
+    return -1
+
+
+def _scan(data: mmap.mmap, start: int, end: int, quoted: set[str], budget: _Budget) -> int:
     """Add the ids Lookback's contexts in ``data[start:end]`` quote; their bytes."""
     used = 0
-    found = data.find(HOOK_CONTEXT_KIND, start, end)
+    found = _find(data, HOOK_CONTEXT_KIND, start, end, budget)
     while found >= 0:
         begin = data.rfind(b"\n", 0, found) + 1
         stop = data.find(b"\n", found, end)
@@ -101,7 +165,7 @@ def _scan(data: mmap.mmap, start: int, end: int, quoted: set[str]) -> int:
             if ids:  # one of ours (another hook's output is not counted)
                 quoted.update(ids)
                 used += len(text.encode("utf-8"))
-        found = data.find(HOOK_CONTEXT_KIND, stop, end)
+        found = _find(data, HOOK_CONTEXT_KIND, stop, end, budget)
     return used
 
 
@@ -121,16 +185,18 @@ def _history_base(data: mmap.mmap) -> tuple[str, int] | None:
     return thread, length
 
 
-def _find_rollout(fork: str, thread: str) -> str | None:
+def _find_rollout(fork: str, thread: str, budget: _Budget) -> str | None:
     """The parent's rollout (``rollout-*-<thread>.jsonl``) where ingest finds it
     (``ingest.codex.find_rollout``): under the fork's ``sessions`` folder, the first by
-    path; None if it is not there."""
+    path; None if it is not there. The walk stops at the budget's deadline."""
     if not thread or "/" in thread:
         return None
     suffix = f"-{thread}.jsonl"
-    found = [os.path.join(folder, name)
-             for folder, _, names in os.walk(_sessions_root(fork))  # unreadable: passed over
-             for name in names if name.startswith("rollout-") and name.endswith(suffix)]
+    found = []
+    for folder, _, names in os.walk(_sessions_root(fork)):  # unreadable: passed over
+        budget.check()
+        found += [os.path.join(folder, name) for name in names
+                  if name.startswith("rollout-") and name.endswith(suffix)]
     return min(found) if found else None
 
 
@@ -154,9 +220,9 @@ def _sessions_root(rollout: str) -> str:
     return parents[0]
 
 
-def _last_compaction(data: mmap.mmap, end: int) -> int:
+def _last_compaction(data: mmap.mmap, end: int, budget: _Budget) -> int:
     """Offset of the last line before ``end`` whose own type is ``compacted`` (0: none)."""
-    while (found := data.rfind(COMPACTED, 0, end)) >= 0:
+    while (found := _rfind(data, COMPACTED, 0, end, budget)) >= 0:
         begin = data.rfind(b"\n", 0, found) + 1
         if data[begin:found].count(b"{") == 1:  # the line's own type, not a nested one
             return begin
@@ -197,10 +263,11 @@ def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
              token: str | None = None, max_tokens: int = MAX_CONTEXT_TOKENS,
              thread_tokens: int = DEFAULT_THREAD_TOKENS) -> str | None:
     """The hook's stdout for one input, or None to print nothing. Never raises."""
-    deadline = time.monotonic() + timeout_ms / 1000
+    started = time.monotonic()
+    deadline = started + timeout_ms / 1000
     try:
         prompt, rollout = hook_client.prompt_and_transcript(json.loads(stdin), EVENT)
-        quoted, used = quoted_so_far(rollout)
+        quoted, used = quoted_so_far(rollout, started + SCAN_SHARE * timeout_ms / 1000)
         room = min(max_tokens, MAX_CONTEXT_TOKENS, thread_tokens - used // BYTES_PER_TOKEN)
         if room < MIN_ROOM_TOKENS:
             return None  # the thread already carries all the evidence it may

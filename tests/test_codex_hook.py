@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from lookback import codex_config, codex_hook
+from lookback import codex_config, codex_hook, hook_client
 from lookback.cli import main
 from lookback.commands.install import codex_hook_command
 from lookback.ingest import codex
@@ -161,6 +161,61 @@ def test_a_rollout_that_is_no_file_adds_nothing_and_asks_nobody(tmp_path, specia
                                "--timeout-ms", "500"], input=hook_input(transcript=Path(special)),
                               capture_output=True, timeout=30, check=False)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert calls(fake) == []
+
+
+def huge_rollout(rollout: Path) -> Path:
+    """The recorded rollout grown past what the hook may scan: a sparse gigabyte before
+    its real lines (their compaction left out: the hook must look further back for one)."""
+    huge = rollout.with_name(rollout.name.replace(".jsonl", "-huge.jsonl"))
+    lines = [line for line in rollout.read_bytes().splitlines(keepends=True)
+             if codex_hook.COMPACTED not in line]
+    with huge.open("wb") as handle:
+        handle.write(lines[0])  # the session_meta line first
+        handle.truncate(codex_hook.MAX_SCAN_BYTES * 4)
+        handle.seek(0, os.SEEK_END)
+        handle.write(b"\n" + b"".join(lines[1:]))
+    return huge
+
+
+def test_a_rollout_too_long_to_scan_adds_nothing_and_asks_nobody(rollout):
+    """Issue 29 (7): a 6 GB rollout took the hook 5.3 s, past Codex's 1,500 ms: the scan
+    is bounded in bytes (and time), and past the bound the hook fails open."""
+    huge = huge_rollout(rollout)
+    with pytest.raises(hook_client.HookSkipped):
+        codex_hook.quoted_so_far(str(huge))
+    with fake_reader(body=b'{"status": "ok"}') as fake:
+        done = subprocess.run([sys.executable, "-S", "-I", codex_hook.__file__, "--url", fake.url,
+                               "--timeout-ms", "1500"], input=hook_input(transcript=huge),
+                              capture_output=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert calls(fake) == []
+
+
+def test_the_scan_stops_at_its_deadline(rollout, monkeypatch):
+    """Issue 29 (7): a fork's parent looked for through a large tree took 4.3 s: the walk,
+    like the rollout scan, stops when the hook's share of its timeout is spent."""
+    fork = rollout.with_name("rollout-2026-12-01T20-00-00-01a232ea-ffff-7000-8000-00000000f0f0"
+                             ".jsonl")
+    fork.write_text(json.dumps({"type": "session_meta", "payload": {
+        "id": "01a232ea-ffff-7000-8000-00000000f0f0", "cwd": CWD, "history_base": {
+            "thread_id": "01a232ea-0000-7000-8000-000000000000", "end_byte_offset": 10}}}) + "\n")
+    for day in range(40):
+        (rollout.parents[2] / "old" / str(day)).mkdir(parents=True)
+    folders: list[str] = []
+    real_walk = os.walk
+
+    def walk(top: str):  # the clock passes the deadline once the walk has begun
+        for step in real_walk(top):
+            folders.append(step[0])
+            if len(folders) == 3:
+                monkeypatch.setattr(codex_hook.time, "monotonic", lambda: float("inf"))
+            yield step
+
+    monkeypatch.setattr(codex_hook.os, "walk", walk)
+    with fake_reader(body=b'{"status": "ok"}') as fake:
+        assert run(hook_input(transcript=fork), fake.url, timeout_ms=3_600_000) is None
+    assert len(folders) == 3  # not one folder more once the deadline had passed
     assert calls(fake) == []
 
 
