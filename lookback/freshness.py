@@ -27,7 +27,13 @@ an ``ingest.watch.Watcher`` finds changed files. What this module adds:
 
 One thread at a time writes (the indexing thread, or a request indexing its own
 append). A job carries the project its requests were authorized for and writes only
-there (the sink's ``only_project``). The sink *yields* (``index.project``: writers
+there (the sink's ``only_project``), checked against the header as it is read when
+written. In a reader with tokens (``bound``) the tailer's jobs are bound too: a file a
+request was authorized for, or that the index already holds in a project, is written
+only into that project, so a token that rewrites its own file in place to name
+another project cannot have the tailer write it there. A refused file is counted
+(``refused``, ``/v1/health``), nothing of it is written, what was indexed of it before
+stays, and it is left alone until it changes again. The sink *yields* (``index.project``: writers
 take turns): a busy lock is waited for at most ``lock_timeout_seconds``, a writer
 another process waits for is given up after a batch and between jobs, and idle
 writers are closed after ``idle_close_seconds``; the file stays stale and is retried
@@ -48,6 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from lookback.errors import ForeignProject
+from lookback.index.layout import project_key
+from lookback.index.memo import Memo
 from lookback.index.project import stored_file_state
 from lookback.index.rebuild import RebuildBusy, rebuild, stale_projects
 from lookback.index.sink import EmbeddedSink, ProjectUnavailable
@@ -72,6 +80,9 @@ INLINE_MAX_BYTES = 1 << 20
 
 #: Project writers the freshness thread keeps open at once.
 MAX_OPEN_WRITERS = 8
+
+#: Files whose authorized project (or refused stamp) a bound engine remembers at most.
+MAX_REMEMBERED_FILES = 4096
 
 
 @dataclass
@@ -115,8 +126,13 @@ class FreshnessEngine:
     def __init__(self, home: Path, *, namespace: str = "",
                  config: Freshness | None = None, watch: Watch | None = None,
                  roots: Iterable[Path] = (),
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, bound: bool = False) -> None:
         self.home = Path(home)
+        #: a reader with tokens: every job writes only into the project its file is bound
+        #: to (the one a request was authorized for, else the one holding it)
+        self.bound = bound
+        self._granted: Memo[str] = Memo(MAX_REMEMBERED_FILES)  # path -> authorized project
+        self._refused: Memo[Stamp] = Memo(MAX_REMEMBERED_FILES)  # path -> stamp refused
         self.namespace = namespace
         self.max_line_bytes = max_line_bytes
         self.config = config or Freshness()
@@ -203,12 +219,13 @@ class FreshnessEngine:
         if stamp is None:
             return Outcome("missing")
         if self.watcher.seen(Path(path)) == stamp:
-            return Outcome("fresh", _ms(started))
+            return Outcome(self._settled(path, stamp), _ms(started))
         if self._appended(path, stamp) and self._write_lock.acquire(blocking=False):
             # A few new lines and no job running: index them in this thread (no hand-off
             # to the indexing thread, whose wake-up costs milliseconds on a loaded machine).
             try:
                 job = _Job(path, projects={project} if project else set())
+                self._grant(path, project)
                 self._run(job)
                 self.sink.release_wanted()
             finally:
@@ -227,15 +244,37 @@ class FreshnessEngine:
 
     def nudge(self, session_file: str, *, project: str | None = None) -> str:
         """Queue ``session_file`` without waiting (``project`` as for ``ensure``);
-        returns ``fresh``, ``queued`` or ``missing``."""
+        returns ``fresh``, ``queued``, ``missing``, or ``refused`` (this content named a project
+        its asker was not granted)."""
         path = os.path.realpath(session_file)
         stamp = file_stamp(path)
         if stamp is None:
             return "missing"
         if self.watcher.seen(Path(path)) == stamp:
-            return "fresh"
+            return self._settled(path, stamp)
         self._schedule(path, urgent=True, project=project)
         return "queued"
+
+    def _settled(self, path: str, stamp: Stamp) -> str:
+        """``fresh``, or ``refused`` when this very content was refused."""
+        return "refused" if self._refused.get(path) == stamp else "fresh"
+
+    def _grant(self, path: str, project: str | None) -> None:
+        """Remember the project a request was authorized to write ``path`` into: a bound
+        engine's tailer then writes it nowhere else."""
+        if project and self.bound:
+            self._granted.put(path, project)
+
+    def _bound_projects(self, job: _Job) -> set[str]:
+        """The projects ``job`` may write into: its askers', and in a bound engine also
+        the one its file was authorized for or is held by (a set of two or more: refused)."""
+        projects = set(job.projects)
+        if self.bound:
+            granted = self._granted.get(job.path)
+            held = self.sink.paths.get(escape_surrogates(job.path))
+            projects.update(p for p in (granted, held and project_key(held, self.namespace))
+                            if p)
+        return projects
 
     def _appended(self, path: str, stamp: Stamp) -> bool:
         """Only a little was appended since this process indexed the file last."""
@@ -301,6 +340,7 @@ class FreshnessEngine:
                 (self._urgent if urgent else self._background).append(job)
             if project:  # still queued: the job runs with every asker's project
                 job.projects.add(project)
+                self._grant(path, project)
             elif urgent and job in self._background:
                 self._background.remove(job)
                 self._urgent.append(job)
@@ -354,9 +394,10 @@ class FreshnessEngine:
             if stamp is None:
                 job.state = "missing"
                 return
-            if len(job.projects) > 1:  # askers granted different projects: one is wrong
+            projects = self._bound_projects(job)
+            if len(projects) > 1:  # askers granted different projects: one is wrong
                 raise ForeignProject("the askers were granted different projects")
-            self.sink.only_project = next(iter(job.projects), None)
+            self.sink.only_project = next(iter(projects), None)
             self._read_to = None
             ingest_file(Path(path), self, report, self.max_line_bytes)
             self.sink.flush()
@@ -371,6 +412,9 @@ class FreshnessEngine:
             self.refused += 1
             log.warning('{"event": "freshness-refused", "refused": %d}', self.refused)
             job.state = "refused"
+            if stamp is not None:  # not again (nor by the tailer) until the file changes
+                self._refused.put(path, stamp)
+                self.watcher.mark(Path(path), stamp)
         except NotASession:  # raised by reading the file, so only once it had a stamp
             if stamp is not None:  # not a session: not again until it changes
                 self.watcher.mark(Path(path), stamp)
@@ -438,7 +482,8 @@ def engine_for(settings: Any) -> FreshnessEngine | None:
     return FreshnessEngine(settings.home, namespace=settings.namespace,
                            config=settings.freshness, watch=settings.watch,
                            roots=default_roots(settings),
-                           max_line_bytes=settings.max_line_bytes)
+                           max_line_bytes=settings.max_line_bytes,
+                           bound=bool(settings.server.tokens))
 
 
 def refresh(engine: FreshnessEngine | None, body: Any, ref: Any = None) -> Outcome | None:

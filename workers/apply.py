@@ -11,7 +11,10 @@ trimmed from the stream.
 
 Poison events — undecodable, or failing ``max_failures`` times — are set aside in
 the project's ``poison`` hash (shown by ``lookback status``) and skipped; the
-project's other events go on. Other errors (SQLite busy, Redis down, disk full)
+project's other events go on. So is an event that names another project than the
+stream's (its header's cwd, as read when it was published) or that was published under
+a request's grant for another project (``workers.log.GRANT_FIELD``): counted in
+``refused``, never applied. Other errors (SQLite busy, Redis down, disk full)
 propagate so dramatiq retries the nudge with backoff.
 """
 
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from lookback.errors import NotFound
+from lookback.errors import ForeignProject, NotFound
 from lookback.index.layout import project_key
 from lookback.index.project import ProjectWriter
 from lookback.index.store import read_meta, write_meta
@@ -58,6 +61,7 @@ class DrainReport:
     applied: int = 0
     batches: int = 0
     set_aside: int = 0
+    refused: int = 0  # of set_aside: events for another project than the stream's
     cursor: str = START
     more: bool = False  # stopped at the time limit with events left
     skipped: str | None = None  # not applied here: owned by another host, or paused
@@ -105,7 +109,8 @@ def drain(config: ServiceConfig, client: RedisPort, project: str, *,
                     break
                 if not applying.allowed():
                     return _stopped(config, project, applying.owner, report)
-                report.cursor = _apply_items(config, client, project, writer, items, report)
+                report.cursor = _apply_items(config, client, project, writer, items, report,
+                                             namespace=info.get("namespace", ""))
                 report.batches += 1
                 if not applying.allowed():  # the batch stays in the stream for the next owner
                     return _stopped(config, project, applying.owner, report)
@@ -131,8 +136,9 @@ def _stopped(config: ServiceConfig, project: str, owner: Owner | None,
 
 def _log(report: DrainReport) -> None:
     if report.applied or report.set_aside:
-        logger.info("project %s: applied %d events in %d batches, %d set aside%s",
+        logger.info("project %s: applied %d events in %d batches, %d set aside (%d refused)%s",
                     report.project, report.applied, report.batches, report.set_aside,
+                    report.refused,
                     f" (stopped: {report.skipped})" if report.skipped else "")
 
 
@@ -149,23 +155,19 @@ def _leave_alone(config: ServiceConfig, project: str, owner: Owner | None) -> Dr
 
 
 def _apply_items(config: ServiceConfig, client: RedisPort, project: str, writer: ProjectWriter,
-                 items: list[LogItem], report: DrainReport) -> str:
+                 items: list[LogItem], report: DrainReport, *, namespace: str = "") -> str:
     """Apply one batch in one transaction; returns the cursor after it.
 
     When the batch fails with an apply error, it is applied again one event at a
     time to find the culprit; each event then commits with its own cursor, so a
     retry starts right at the event that failed.
     """
-    decoded: list[tuple[LogItem, Event | EventError]] = []
-    for item in items:
-        try:
-            decoded.append((item, Event.from_json(item.raw)))
-        except EventError as error:
-            decoded.append((item, error))
+    decoded = [(item, _decode(item, project, namespace)) for item in items]
     for item, event in decoded:
-        if isinstance(event, EventError):
+        if not isinstance(event, Event):
             set_aside(config, client, project, item, event)
             report.set_aside += 1
+            report.refused += isinstance(event, ForeignProject)
     good = [(item.stream_id, event) for item, event in decoded if isinstance(event, Event)]
     last = items[-1].stream_id
     try:
@@ -176,7 +178,7 @@ def _apply_items(config: ServiceConfig, client: RedisPort, project: str, writer:
     except APPLY_ERRORS:
         pass
     for item, event in decoded:
-        if isinstance(event, EventError):
+        if not isinstance(event, Event):
             writer.write([], extra=_advance(item.stream_id))
             continue
         try:
@@ -189,6 +191,18 @@ def _apply_items(config: ServiceConfig, client: RedisPort, project: str, writer:
             writer.write([], extra=_advance(item.stream_id))
             report.set_aside += 1
     return last
+
+
+def _decode(item: LogItem, project: str, namespace: str) -> Event | EventError | ForeignProject:
+    """The stream item's event, or why it is not applied to ``project``: undecodable, or
+    it names (or was published under a grant for) another project."""
+    try:
+        event = Event.from_json(item.raw)
+    except EventError as error:
+        return error
+    if item.grant not in (None, project) or project_key(event.cwd, namespace) != project:
+        return ForeignProject("the event names another project than its stream's")
+    return event
 
 
 def _advance(stream_id: str) -> Callable[[apsw.Connection], None]:
@@ -213,9 +227,11 @@ def _give_up(config: ServiceConfig, client: RedisPort, project: str, stream_id: 
 
 def set_aside(config: ServiceConfig, client: RedisPort, project: str, item: LogItem,
               error: BaseException) -> None:
-    """Keep a poison event (idempotently, by stream id) where ``lookback status`` sees it."""
+    """Keep a poison event (idempotently, by stream id) where ``lookback status`` sees it
+    (a refused one without its text: it is another project's, kept in that one's log)."""
     record = {"reason": f"{error.__class__.__name__}: {str(error)[:200]}",
-              "event": item.raw.decode("utf-8", "replace"), "at": time.time()}
+              "event": "" if isinstance(error, ForeignProject)
+              else item.raw.decode("utf-8", "replace"), "at": time.time()}
     client.hset(config.poison_key(project), item.stream_id, json.dumps(record))
     client.hdel(config.failures_key(project), item.stream_id)
     logger.warning("project %s: set aside event %s (%s)", project, item.stream_id,

@@ -12,24 +12,35 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lookback.ingest.events import Event
-from lookback.workers.port import RedisPipeline, RedisPort, entries
+from lookback.workers.port import Encodable, RedisPipeline, RedisPort, entries
 
 EVENT_FIELD = b"e"
+#: The project the request that published the event was authorized for (absent: a
+#: producer trusted with every project, ``lookback index``/``watch``): the worker
+#: applies the event only when it is the stream's own project.
+GRANT_FIELD = b"g"
 START = "0-0"
 
 
 @dataclass
 class LogItem:
-    """One stream entry: its id and the raw event JSON (decoded by the worker)."""
+    """One stream entry: its id, the raw event JSON (decoded by the worker) and the
+    grant it was published under (None: none)."""
 
     stream_id: str
     raw: bytes
+    grant: str | None = None
 
 
-def add_events(pipe: RedisPipeline, key: str, events: Iterable[Event]) -> None:
-    """Queue one XADD per event on ``pipe`` (the caller's MULTI/EXEC)."""
+def add_events(pipe: RedisPipeline, key: str, events: Iterable[Event],
+               grant: str | None = None) -> None:
+    """Queue one XADD per event on ``pipe`` (the caller's MULTI/EXEC); ``grant``: the
+    project the publishing request was authorized for, carried to the worker."""
     for event in events:
-        pipe.xadd(key, {EVENT_FIELD: event.to_json().encode()})
+        fields: dict[Encodable, Encodable] = {EVENT_FIELD: event.to_json().encode()}
+        if grant is not None:
+            fields[GRANT_FIELD] = grant.encode()
+        pipe.xadd(key, fields)
 
 
 def read_after(client: RedisPort, key: str, cursor: str, *, max_events: int,
@@ -49,7 +60,9 @@ def read_after(client: RedisPort, key: str, cursor: str, *, max_events: int,
             break
         for stream_id, fields in rows:
             raw = _bytes(fields.get(EVENT_FIELD, b""))
-            items.append(LogItem(stream_id, raw))
+            grant = fields.get(GRANT_FIELD)
+            items.append(LogItem(stream_id, raw, None if grant is None
+                                 else _bytes(grant).decode("utf-8", "replace")))
             size += len(raw)
             if size >= max_bytes:
                 break

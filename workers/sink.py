@@ -132,7 +132,7 @@ class RedisSink:
                 if old_state is not None and previous is not None:  # one implies the other
                     add_events(pipe, self.config.log_key(previous), [Event(
                         "reset", old_state.session_id, old_state.cwd,
-                        {"reason": "moved", "file": path})])
+                        {"reason": "moved", "file": path})], grant=self.only_project)
                     pipe.hdel(self.config.files_key(previous), path)
                 pipe.hset(paths_key, path, project)
                 pipe.execute()
@@ -158,7 +158,8 @@ class RedisSink:
             if attempt and _text(self.client.hget(files_key, state.path)) == state_json:
                 return  # the previous attempt's EXEC landed; its reply was lost
             with self.client.pipeline(transaction=True) as pipe:
-                add_events(pipe, self.config.log_key(project), batch.events)
+                add_events(pipe, self.config.log_key(project), batch.events,
+                           grant=self.only_project)
                 pipe.hset(files_key, state.path, state_json)
                 pipe.hset(self.config.projects_key, project,
                           json.dumps({"cwd": state.cwd, "namespace": self.config.namespace}))

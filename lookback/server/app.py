@@ -220,7 +220,10 @@ class ReaderApp:
             now_ms = int(self.clock() * 1000)
             answered = msgspec.structs.replace(asked, message_time_ms=now_ms)
             times = time_key(asked.message, now_ms)
-        key = (encode_request(asked), mark, times) if mark and self.cache.size else None
+        # An answer whose freshness warns (refused, pending, busy) is not served from the
+        # cache, whose diagnostics would hide it.
+        cacheable = mark and self.cache.size and not (fresh is not None and fresh.warning)
+        key = (encode_request(asked), mark, times) if cacheable else None
         cached = self.cache.get(key) if key else None
         if cached is None:
             response: RetrieveAnswer = self.call(self.engine.retrieve_answer, answered,
@@ -309,7 +312,8 @@ class ReaderApp:
         thread (``lookback.server.nudges``) and answers at once: ``queued``, or
         ``dropped`` when the queue is full (Redis down or slow). Embedded mode
         queues the file for this process's freshness engine (``lookback.freshness``)
-        and answers at once: ``queued``, ``fresh`` (nothing new) or ``missing``;
+        and answers at once: ``queued``, ``fresh`` (nothing new), ``missing`` or
+        ``refused`` (the file, as read, names a project the token was not granted);
         ``embedded`` when the engine is turned off (``freshness.enabled = false``).
         """
         session_file = optional_text(body, "session_file")  # no NUL, valid Unicode
@@ -343,6 +347,9 @@ class ReaderApp:
                                   "cache_misses": self.cache.misses}
         if self.nudges is not None:
             server["nudges"] = self.nudges.stats()
+        if self.freshness is not None:  # refused: files that named a project not granted
+            server["freshness"] = {"jobs": self.freshness.jobs_run,
+                                   "refused": self.freshness.refused}
         report = {**report, "server": server}
         return 200, report, {}
 

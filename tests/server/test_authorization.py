@@ -195,3 +195,70 @@ def test_a_token_cannot_write_into_another_project(two_projects, make_app, tmp_p
     shown = json.dumps(retrieved["evidence"]) + json.dumps(searched["results"])
     assert "evil0001" not in shown and "injectedmarker" not in shown
     assert app.freshness.refused >= 1  # counted, not written
+
+
+# -- issue 27 item 2: the tailer writes a file a token asked about only into that token's
+# project, whatever the file's header says when it is read again -----------------------
+
+def in_index(home: Path, cwd: Path, marker: str) -> bool:
+    """Whether ``marker`` is anywhere in the text indexed for ``cwd``'s project."""
+    from lookback.index.layout import project_dir
+    from lookback.index.store import open_reader
+
+    path = project_dir(home, str(cwd)).index_path()
+    if path is None:
+        return False
+    connection = open_reader(path)
+    try:
+        return connection.execute("SELECT count(*) FROM entries WHERE instr(text, ?) > 0",
+                                  (marker,)).fetchone()[0] > 0
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("where", ["outside-roots", "inside-roots"])
+def test_the_tailer_never_writes_a_tokens_file_into_another_project(two_projects, make_app,
+                                                                    home, tmp_path, where):
+    import time
+
+    from lookback.ingest.watch import file_stamp
+
+    p = two_projects
+    roots = tmp_path / "roots"
+    roots.mkdir()
+    app = make_app(p.tokens, sessions_dirs=[str(roots)])
+    app.freshness.start_tailer()  # as `lookback serve` does
+    folder = roots / "x" if where == "inside-roots" else tmp_path / "x"
+    evil = marked_session(folder, p.cwd_a, "sess-evil", "evilmarker")
+    status, answer = call(app, "/v1/retrieve", {"session_file": str(evil), "message": PROMPT},
+                          TOKEN_A)  # asked once about its own file: indexed into A
+    assert status == 200 and in_index(home, p.cwd_a, "evilmarker")
+    rewrite_in_place(evil, p.cwd_b, "sess-b", parent="a1000007")
+    status, answer = call(app, "/v1/nudge", {"session_file": str(evil)}, TOKEN_A)
+    assert (status, answer["status"]) == (202, "queued")
+    stamp = file_stamp(evil)
+    deadline = time.monotonic() + 60
+    # Until the rewritten file is either written into B, or refused and set aside for
+    # good (its stamp marked, so no later pass of the tailer takes it up again).
+    while not (in_index(home, p.cwd_b, "injectedmarker")
+               or (app.freshness.refused and app.freshness.watcher.seen(evil) == stamp)):
+        assert time.monotonic() < deadline, "the rewritten file was neither written nor refused"
+        time.sleep(0.01)
+    assert not in_index(home, p.cwd_b, "injectedmarker")
+    question = {"project": project_key(str(p.cwd_b)), "session_id": "sess-b",
+                "message": INJECTED}
+    retrieved = call(app, "/v1/retrieve", question, TOKEN_B)[1]
+    searched = call(app, "/v1/search", {**question, "text": "injectedmarker",
+                                        "scope": "project"}, TOKEN_B)[1]
+    assert retrieved["status"] == "ok" and searched["status"] == "ok"
+    shown = json.dumps(retrieved["evidence"]) + json.dumps(searched["results"])
+    assert "evil0001" not in shown and "injectedmarker" not in shown
+    # Nothing of either project was lost: A keeps what it had indexed of the file, B its own.
+    assert in_index(home, p.cwd_a, "evilmarker") and in_index(home, p.cwd_b, "bravomarker")
+    # Said, not silent: the asker's next answer and the reader's health.
+    again = call(app, "/v1/retrieve", {"session_file": str(evil), "message": PROMPT}, TOKEN_A)
+    assert again[0] in (200, 403)
+    if again[0] == 200:
+        assert again[1]["diagnostics"]["freshness"]["state"] == "refused"
+    health = app.handle("GET", "/v1/health", f"Bearer {TOKEN_A}", b"")[1]
+    assert health["server"]["freshness"]["refused"] >= 1

@@ -168,3 +168,51 @@ def test_unreachable_redis_is_retried_with_backoff_and_said(service, tmp_path) -
     assert not any("pi-mono" in line or "s-4" in line for line in said)
     drain(service.config, service.client, sink.project(CWD))
     assert indexed_entries(service.home, CWD) == expected_entries(path)
+
+
+def test_the_worker_applies_only_events_of_its_streams_project(service, tmp_path) -> None:
+    """Issue 27 item 2: the grant a nudge was published under travels with its events,
+    and the worker checks it and the event's own project against the stream's, whatever
+    put the event there (a producer of another version, a hand-written XADD)."""
+    from lookback.workers.log import GRANT_FIELD
+
+    other = "/home/dev/other-project"
+    path = write_session(tmp_path / "sessions", "g.jsonl", session_lines("s-g", CWD)[:20])
+    with RedisSink(service.config) as sink:
+        ingest_files([path], sink)
+    project, foreign = sink.project(CWD), sink.project(other)
+    stream = service.config.log_key(project)
+    granted_elsewhere = Event("entry", "s-g", CWD, {"entry": {
+        "id": "g-1", "seq": 9000, "type": "message", "text": "grantedelsewhere"}})
+    service.client.xadd(stream, {EVENT_FIELD: granted_elsewhere.to_json().encode(),
+                                 GRANT_FIELD: foreign.encode()})
+    names_other = Event("entry", "s-g", other, {"entry": {
+        "id": "g-2", "seq": 9001, "type": "message", "text": "namesother"}})
+    service.client.xadd(stream, {EVENT_FIELD: names_other.to_json().encode()})
+    own = Event("entry", "s-g", CWD, {"entry": {
+        "id": "g-3", "seq": 9002, "type": "message", "text": "owngrant"}})
+    service.client.xadd(stream, {EVENT_FIELD: own.to_json().encode(),
+                                 GRANT_FIELD: project.encode()})
+
+    result = drain(service.config, service.client, project)
+
+    assert (result.refused, result.set_aside) == (2, 2)
+    assert fts_hits(service.home, CWD, "grantedelsewhere") == []
+    assert fts_hits(service.home, CWD, "namesother") == []
+    assert fts_hits(service.home, CWD, "owngrant") == ["g-3"]
+    poison = service.client.hgetall(service.config.poison_key(project))
+    assert all(json.loads(v)["event"] == "" for v in poison.values())  # no text kept
+
+
+def test_a_granted_nudge_publishes_its_grant_with_every_event(service, tmp_path) -> None:
+    from lookback.workers.log import read_after
+
+    path = write_session(tmp_path / "sessions", "h.jsonl", session_lines("s-h", CWD)[:20])
+    project = RedisSink(service.config).project(CWD)
+    with RedisSink(service.config, only_project=project) as sink:
+        report = ingest_files([path], sink)
+    items = read_after(service.client, service.config.log_key(project), "0-0",
+                       max_events=1000, max_bytes=1 << 24)
+    assert len(items) == report.events > 0
+    assert {item.grant for item in items} == {project}
+    assert drain(service.config, service.client, project).applied == report.events
