@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from lookback.errors import LookbackError, UserError
 
-COMMANDS = ("index", "status", "reindex", "retrieve", "search", "serve", "watch",
+COMMANDS = ("index", "status", "reindex", "retrieve", "search", "show", "serve", "watch",
             "worker", "context", "hook", "install", "owner", "mcp", "doctor", "completion")
 
 #: What ``lookback``'s exit status means, for every command (docs/usage.md says the same;
@@ -93,6 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         message, code = describe(error)
         if message is None:
             raise
+        if getattr(args, "json", False):  # the program reading stdout learns it failed too
+            import json
+
+            payload = error.payload() if isinstance(error, LookbackError) else \
+                {"status": "error", "error": {"code": "failed", "message": message}}
+            print(json.dumps(payload, indent=2, ensure_ascii=False))
         print(f"lookback: error: {message}", file=sys.stderr)
         return code
 

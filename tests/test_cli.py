@@ -283,3 +283,87 @@ def test_fish_completes_with_the_script_loaded(run, tmp_path):
                           capture_output=True, text=True, timeout=30, check=True)
     offered = [line.split("\t")[0] for line in done.stdout.splitlines()]
     assert offered == ["index", "branch", "project", "session"]
+
+
+def _session_in(folder, tmp_path):
+    """A copy of the branching sample whose header names ``folder`` as its cwd."""
+    lines = fixture_path("branching.jsonl").read_text().splitlines()
+    header = json.loads(lines[0])
+    path = tmp_path / "sessions" / "s.jsonl"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("\n".join([json.dumps({**header, "cwd": str(folder)}), *lines[1:]]) + "\n")
+    return path
+
+
+def test_search_names_the_flag_of_a_missing_file_or_unknown_project(run, tmp_path):
+    run("index", str(FIXTURES))
+    code, out, err = run("search", "AppMessage", "--session-file", str(tmp_path / "gone.jsonl"))
+    assert code == 2 and out == ""
+    assert err == f"lookback: error: --session-file {tmp_path / 'gone.jsonl'}: no such file\n"
+    code, out, err = run("search", "AppMessage", "--project", "/no/such/project", "--json")
+    assert code == 2 and "--project /no/such/project: no such project is indexed" in err
+    assert json.loads(out)["error"]["code"] == "not-found"
+    notes = _write(tmp_path / "notes.jsonl", '{"hello": 1}\n')
+    code, out, err = run("search", "AppMessage", "--session-file", str(notes))
+    assert code == 2 and "--session-file is not a Pi, Claude Code or Codex session" in err
+    assert "session_file" not in err
+
+
+def test_search_limit_and_its_old_name(run, capsys):
+    run("index", str(FIXTURES))
+    session = str(fixture_path("before-compaction.jsonl"))
+    for flag in ("--limit", "--max-results"):
+        code, out, _ = run("search", "AppMessage", "--session-file", session, flag, "2",
+                           "--json")
+        assert code == 0 and len(json.loads(out)["results"]) == 2
+    with pytest.raises(SystemExit) as exit:
+        main(["search", "AppMessage", "--session-file", session, "--limit", "0"])
+    assert exit.value.code == 2 and "--limit: must be between 1 and 100" in \
+        capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["search", "--help"])
+    assert "--max-results" not in capsys.readouterr().out
+
+
+def test_search_prints_text_even_into_a_pipe_and_json_when_asked(run):
+    run("index", str(FIXTURES))
+    session = str(fixture_path("before-compaction.jsonl"))
+    code, out, _ = run("search", "AppMessage", "--session-file", session)  # not a terminal
+    assert code == 0 and out.startswith("20 results (branch scope)\n")
+    code, out, _ = run("search", "AppMessage", "--session-file", session, "--json")
+    assert code == 0 and json.loads(out)["status"] == "ok"
+
+
+def test_search_and_show_default_to_the_current_folders_project(run, tmp_path, monkeypatch):
+    project = tmp_path / "work" / "app"
+    (project / "src").mkdir(parents=True)
+    run("index", str(_session_in(project, tmp_path)))
+    monkeypatch.chdir(project / "src")  # a subfolder finds its project too
+    code, out, err = run("search", "redacted", "--scope", "session", "--json")
+    assert code == 0, err
+    results = json.loads(out)["results"]
+    assert results
+    code, out, err = run("show", results[0]["entry_id"], "--json")
+    assert code == 0, err
+    assert json.loads(out)["entry"]["entry_id"] == results[0]["entry_id"]
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("search", "redacted")
+    assert code == 2 and out == "" and "no project is indexed for this folder" in err
+
+
+def test_show_reads_one_entry_and_its_neighbours(run):
+    run("index", str(FIXTURES))
+    session = str(fixture_path("before-compaction.jsonl"))
+    code, out, err = run("show", "v1:30", "--session-file", session)
+    assert code == 0, err
+    assert out.splitlines()[1] == "get messages(): Message[]; not AppMessage with our extension?"
+    code, out, _ = run("show", "v1:30", "--session-file", session, "--before", "2",
+                       "--after", "1", "--json")
+    answer = json.loads(out)
+    assert code == 0 and len(answer["before"]) == 2 and len(answer["after"]) == 1
+    code, out, err = run("show", "v1:nope", "--session-file", session)
+    assert code == 2 and "ENTRY v1:nope: no such entry" in err
+    code, out, err = run("show", "v1:30", "--session-file", session, "--before", "99")
+    assert code == 2 and "--before must be an integer between 0 and 20" in err
+    code, out, err = run("show", "v1:30", "--project", "/Users/badlogic/workspaces/pi-mono")
+    assert code == 2 and "name one with --session-id" in err  # the id is in two sessions

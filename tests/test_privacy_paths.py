@@ -199,3 +199,25 @@ def test_the_hooks_pass_the_gate(settings, session, verdicts, hook):
         stop_server(server, thread)
     assert output is not None and "clean" in output  # the clean source got through
     assert_gated(verdicts, output, reason)
+
+
+def test_lookback_show_passes_the_same_gate(settings, home, session, verdicts, monkeypatch,
+                                            capsys):
+    """``lookback show`` reads through ``source_answer`` (``/v1/source``'s call): the
+    secret entry is withheld for a remote provider with the gate's reason, shown to a
+    local one; its clean neighbour is shown to both."""
+    reason = the_reason(settings)
+    monkeypatch.setenv("LOOKBACK_HOME", str(home))
+    monkeypatch.delenv("LOOKBACK_CONFIG", raising=False)
+    code = main(["show", "secret", "--session-file", str(session), "--provider", PROVIDER])
+    out, err = capsys.readouterr()
+    assert code == 1 and reason in err
+    assert_gated(verdicts, out + err, reason)
+    code = main(["show", "clean", "--session-file", str(session), "--provider", PROVIDER,
+                 "--before", "1", "--json"])
+    answer = json.loads(capsys.readouterr().out)
+    assert code == 0 and answer["entry"]["entry_id"] == "clean"
+    assert answer["before"] == [] and withheld(answer) == {"secret": reason}
+    assert NEVER_SHOWN not in json.dumps(answer)
+    code = main(["show", "secret", "--session-file", str(session), "--provider", "ollama"])
+    assert code == 0 and "session gated-session  [sensitive]" in capsys.readouterr().out

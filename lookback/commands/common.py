@@ -1,14 +1,18 @@
-"""Helpers shared by the subcommands: their parsers, settings from flags, progress output."""
+"""Helpers shared by the subcommands: their parsers, settings from flags, the session a
+search or show names, errors in flags' words, progress output."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lookback.errors import LookbackError, NotFound, Unavailable, UserError
 from lookback.query.contract.answers import encode_answer
+from lookback.query.contract.request import RequestError
 from lookback.settings import Settings, load_settings
 
 
@@ -34,6 +38,88 @@ def load(args: argparse.Namespace, **overrides: Any) -> Settings:
         overrides["home"] = str(Path(args.home).expanduser())
         environ["LOOKBACK_HOME"] = overrides["home"]
     return load_settings(overrides, environ)
+
+
+def add_json(parser: argparse.ArgumentParser, what: str = "the result") -> None:
+    """``--json``: the one switch from text for people to JSON for programs."""
+    parser.add_argument("--json", action="store_true", help=f"print {what} as JSON")
+
+
+def add_session_flags(parser: argparse.ArgumentParser) -> None:
+    """How ``search`` and ``show`` name a session; neither given: the current folder's
+    project (or its nearest parent folder's)."""
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--session-file", help="a Pi, Claude Code or Codex session file "
+                       "(names its project and session)")
+    which.add_argument("--project", help="an indexed project: its folder name or cwd "
+                       "(default: the current folder's, or its nearest parent's)")
+    parser.add_argument("--session-id", help="a session of that project (default: its most "
+                        "recently active session)")
+    parser.add_argument("--provider", help="the model provider the text is for (the privacy "
+                        "policy decides what it may see; default: an unnamed remote provider)")
+
+
+def session_names(args: argparse.Namespace, settings: Settings) -> dict[str, str | None]:
+    """The ``session_file``/``project``/``session_id`` of a request from the flags, checked
+    here so that a wrong one is an error naming its flag (never a silent ``not-indexed``)."""
+    from lookback.index.layout import ProjectNotFound, find_project, project_dir
+
+    if args.session_file:
+        path = Path(args.session_file).expanduser()
+        if not path.exists():
+            raise UserError(f"--session-file {args.session_file}: no such file")
+        if not path.is_file():
+            raise UserError(f"--session-file {args.session_file}: not a file")
+        return {"session_file": str(path.absolute()), "session_id": args.session_id}
+    if args.project:
+        try:
+            find_project(settings.home, args.project, settings.namespace)
+        except ProjectNotFound:
+            raise NotFound(f"--project {args.project}: no such project is indexed "
+                           "(`lookback status` lists them)") from None
+        return {"project": args.project, "session_id": args.session_id}
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if project_dir(settings.home, str(folder), settings.namespace).index_path():
+            return {"project": str(folder), "session_id": args.session_id}
+    raise NotFound(f"no project is indexed for this folder ({here}) or a parent: name one "
+                   "with --project or --session-file (`lookback status` lists them)")
+
+
+#: The request fields of the API (``query.contract.request``) as the CLI's flags say them.
+FLAGS = {"session_file": "--session-file", "project": "--project",
+         "session_id": "--session-id", "leaf_id": "--leaf-id", "max_results": "--limit",
+         "scope": "--scope", "provider": "--provider", "before": "--before",
+         "after": "--after", "text": "TEXT", "entry_id": "ENTRY"}
+_FIELD = re.compile(r"\b(" + "|".join(FLAGS) + r")\b")
+
+
+def flag_error(error: RequestError) -> RequestError:
+    """``error`` (worded for the API's fields) worded for the command line's flags."""
+    return RequestError(_FIELD.sub(lambda match: FLAGS[match[1]], str(error)), error.code)
+
+
+def status_error(status: str, names: dict[str, str | None],
+                 warnings: Any = None) -> LookbackError | None:
+    """The error an answer's status means on the command line (None: ``ok`` and the like)."""
+    if status == "not-indexed":
+        if names.get("session_file"):
+            return NotFound(f"--session-file {names['session_file']}: this session is not "
+                            f"indexed yet (lookback index {names['session_file']})")
+        session = names.get("session_id")
+        return NotFound(f"--session-id {session}: no such session in project "
+                        f"{names.get('project')}" if session else
+                        f"project {names.get('project')} has no session indexed")
+    if status == "disabled":
+        return Unavailable("; ".join(warnings or []) or "the index is unavailable")
+    return None
+
+
+def json_text(value: Any) -> str:
+    """``value`` as the indented JSON every ``--json`` prints."""
+    import json
+
+    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def print_answer(answer: Any, *, pretty: bool = False) -> None:

@@ -19,12 +19,15 @@ MAX_STDIN_BYTES = 64 * 1024 * 1024
 
 SUMMARY = "answer one retrieval request (JSON on stdin, JSON on stdout)"
 DESCRIPTION = """Read a retrieval request (see docs/design.md, 'Retrieval contract') as JSON on
-stdin and print the response as JSON."""
+stdin and print the response as JSON: always JSON, since the request is (--json is accepted
+and changes nothing). A bad request prints an error object and exits 2."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "retrieve", run, SUMMARY, DESCRIPTION)
-    parser.add_argument("--pretty", action="store_true", help="indent the JSON output")
+    parser.add_argument("--json", action="store_true", help="the output is JSON anyway")
+    parser.add_argument("--pretty", action="store_true",
+                        help="indent the JSON (default: one line, as POST /v1/retrieve sends)")
 
 
 def run(args: argparse.Namespace) -> int:

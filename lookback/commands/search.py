@@ -3,60 +3,88 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 
 from lookback.api import RequestError, SearchAnswer, search_answer
-from lookback.commands.common import add_command, load, print_answer
+from lookback.commands.common import (
+    add_command,
+    add_json,
+    add_session_flags,
+    flag_error,
+    load,
+    print_answer,
+    session_names,
+    status_error,
+)
+from lookback.query.contract import DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS
 
 SUMMARY = "search a session's history (branch, session or project scope)"
 DESCRIPTION = """Search earlier entries with the same extraction and ranking as automatic
-retrieval; the scope is explicit (default: the current branch of the session)."""
+retrieval; the scope is explicit (default: the current branch of the session). Without
+--session-file or --project: the project of the current folder (or of its nearest parent
+folder that is indexed), its most recently active session. `lookback show ENTRY` reads a
+result whole."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "search", run, SUMMARY, DESCRIPTION)
     parser.add_argument("text", help="what to look for")
-    parser.add_argument("--session-file",
-                        help="a Pi, Claude Code or Codex session file (names project and session)")
-    parser.add_argument("--project", help="project folder name or cwd (with --session-id; "
-                        "alone: its most recently active session)")
-    parser.add_argument("--session-id", help="session id (with --project)")
-    parser.add_argument("--scope", choices=("branch", "session", "project"), default="branch")
+    add_session_flags(parser)
+    parser.add_argument("--scope", choices=("branch", "session", "project"), default="branch",
+                        help="the session's current branch (default), the whole session, or "
+                             "every session of the project")
     parser.add_argument("--leaf-id", help="the branch's leaf (default: the session's last entry)")
-    parser.add_argument("--max-results", type=int, default=20)
-    parser.add_argument("--provider", help="the model provider the results are for (the "
-                        "privacy policy decides what it may see; default: an unnamed remote one)")
-    parser.add_argument("--json", action="store_true", help="print JSON (default off a terminal)")
+    add_limit(parser, DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS, "results")
+    add_json(parser, "the answer (the same JSON as POST /v1/search)")
+
+
+def add_limit(parser: argparse.ArgumentParser, default: int, most: int, what: str) -> None:
+    """``--limit N`` (1 to ``most``), and ``--max-results``, its old name, kept hidden."""
+
+    def bounded(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not 1 <= value <= most:
+            raise argparse.ArgumentTypeError(f"must be between 1 and {most}")
+        return value
+
+    parser.add_argument("--limit", type=bounded, default=default, metavar="N",
+                        help=f"at most N {what} (1-{most}, default {default})")
+    parser.add_argument("--max-results", type=bounded, dest="limit", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
-    request = {"text": args.text, "scope": args.scope, "max_results": args.max_results,
-               "leaf_id": args.leaf_id, "project": args.project, "session_id": args.session_id,
-               "provider": args.provider,
-               "session_file": os.path.abspath(args.session_file) if args.session_file else None}
+    names = session_names(args, settings)
+    request = {"text": args.text, "scope": args.scope, "max_results": args.limit,
+               "leaf_id": args.leaf_id, "provider": args.provider, **names}
     try:
         response = search_answer(request, settings=settings)
     except RequestError as error:
-        print(json.dumps(error.to_dict()))
-        return 2
-    if args.json or not sys.stdout.isatty():
+        raise flag_error(error) from None
+    problem = status_error(response.status, names, response.warnings or None)
+    if problem is not None:
+        raise problem
+    if args.json:
         print_answer(response, pretty=True)
-        return 0
-    _table(response)
+    else:
+        _table(response)
     return 0
 
 
 def _table(response: SearchAnswer) -> None:
-    if response.status != "ok":
-        print(f"status: {response.status}")
+    if response.status == "no-query":
+        print("no results: the text has no words to search for (only common words)")
         return
     print(f"{len(response.results)} results ({response.scope} scope)")
     for result in response.results:
-        snippet = " ".join(result.excerpt.split())[:100]
+        snippet = " ".join(result.excerpt.split())[:90]
         print(f"{result.score:>7.2f}  {result.tier:<10} {result.role or '-':<10} "
-              f"{result.entry_id:<10} {snippet}")
+              f"{result.entry_id:<10} {result.session_id[:8]}  {snippet}")
     if response.excluded:
         print(f"{len(response.excluded)} withheld by the privacy policy")
+    if response.results:
+        print("read one whole: lookback show ENTRY (--session-id SESSION for another "
+              "session of the project)")
