@@ -56,6 +56,7 @@ class IngestReport:
     pending_headers: int = 0  # files whose header line Pi is still writing
     errors: list[str] = field(default_factory=list)
     failed_files: list[Path] = field(default_factory=list)  # to be read again
+    unreadable: list[Path] = field(default_factory=list)  # could not be opened or read
     read: ReadStats = field(default_factory=ReadStats)
 
     def fail(self, path: Path, message: str) -> None:
@@ -77,19 +78,21 @@ def peek_header(path: Path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tup
 def ingest_files(files: Iterable[Path], sink: Sink, *,
                  on_file: Callable[[Path, IngestReport], None] | None = None,
                  strict: bool | Container[Path] = False,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> IngestReport:
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 on_batch: Callable[[Path, int], None] | None = None) -> IngestReport:
     """Read every file's new lines into ``sink``; problems are collected, not raised.
 
     With ``strict`` (True, or the files the user named: ``ingest.scan.named_files``) a
     file that is not a session counts as an error; otherwise it is noted and skipped
     (a folder may hold other JSONL files). A file that fails for any reason is
-    reported and the others go on.
+    reported and the others go on. ``on_batch(path, offset)`` follows a long file
+    batch by batch (the byte offset read up to), ``on_file`` file by file.
     """
     report = IngestReport()
     for path in files:
         report.files += 1
         try:
-            ingest_file(path, sink, report, max_line_bytes)
+            ingest_file(path, sink, report, max_line_bytes, on_batch)
         except HeaderPending:
             report.pending_headers += 1
             report.failed_files.append(path)
@@ -100,9 +103,11 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
             # The system may name another file than this one: the data directory's
             # (read-only, full), which must not read as if the session file were.
             named = error.filename
-            where = f"{path}: cannot index it: {named}" \
-                if named is not None and str(named) != str(path) else str(path)
+            elsewhere = named is not None and str(named) != str(path)
+            where = f"{path}: cannot index it: {named}" if elsewhere else str(path)
             report.fail(path, f"{where}: {error.strerror or error}")
+            if not elsewhere:
+                report.unreadable.append(path)
         except SinkUnavailable as error:
             report.fail(path, str(error))
         except Exception as error:  # one file never stops the run
@@ -113,7 +118,8 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
 
 
 def ingest_file(path: Path, sink: Sink, report: IngestReport,
-                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                on_batch: Callable[[Path, int], None] | None = None) -> None:
     """Read one file's new lines into ``sink``, counting into ``report``; its problems
     are raised (``ingest_files`` collects them; the reader's freshness engine tells a
     busy project from a refused or broken file by them)."""
@@ -125,5 +131,7 @@ def ingest_file(path: Path, sink: Sink, report: IngestReport,
                               max_line_bytes=max_line_bytes):
         sink.write(batch)
         report.events += len(batch.events)
+        if on_batch is not None:
+            on_batch(path, batch.state.offset)
     report.sessions.add(session_id)
     report.projects.add(cwd)

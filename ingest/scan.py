@@ -78,21 +78,31 @@ class PathProblem(UserError, ValueError):
     code = "bad-path"
 
 
-def session_files(paths: Iterable[Path], *,
-                  skipped: list[str] | None = None) -> Iterator[Path]:
+def session_files(paths: Iterable[Path], *, skipped: list[str] | None = None,
+                  unreadable: list[str] | None = None) -> Iterator[Path]:
     """Every ``*.jsonl`` file named or found (recursively, sorted) under ``paths``.
 
     A ``*.jsonl`` found in a folder that is not a readable file (a symlink to
     nothing, a link to a folder) is skipped, and noted in ``skipped`` when given.
-    Raises PathProblem for a named path that does not exist or is neither file nor
-    folder.
+    A folder that cannot be listed (or a named path that cannot be looked at) is noted
+    in ``unreadable`` when given and the walk goes on; without it, it raises
+    PathProblem, as a named path that does not exist or is neither file nor folder.
     """
     for path in paths:
         path = Path(path).expanduser()
+        try:
+            path.stat()
+        except PermissionError as error:
+            if unreadable is None:
+                raise PathProblem(f"{path}: {error.strerror}") from None
+            unreadable.append(f"{path}: {error.strerror}")
+            continue
+        except OSError:
+            pass  # missing or a dangling link: said below
         if path.is_file():
             yield path.resolve()
         elif path.is_dir():
-            yield from sorted(_walk(path, skipped))
+            yield from sorted(_walk(path, skipped, unreadable))
         elif not path.exists():
             raise PathProblem(f"{path}: no such file or directory")
         else:
@@ -106,9 +116,12 @@ def named_files(paths: Iterable[Path]) -> set[Path]:
             if Path(path).expanduser().is_file()}
 
 
-def _walk(folder: Path, skipped: list[str] | None) -> Iterator[Path]:
+def _walk(folder: Path, skipped: list[str] | None,
+          unreadable: list[str] | None = None) -> Iterator[Path]:
     def complain(error: OSError) -> None:
-        raise PathProblem(f"{error.filename}: {error.strerror}")
+        if unreadable is None:
+            raise PathProblem(f"{error.filename}: {error.strerror}")
+        unreadable.append(f"{error.filename}: {error.strerror}")
 
     for root, dirs, files in os.walk(folder, onerror=complain):
         dirs.sort()

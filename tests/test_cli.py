@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -367,3 +368,104 @@ def test_show_reads_one_entry_and_its_neighbours(run):
     assert code == 2 and "--before must be an integer between 0 and 20" in err
     code, out, err = run("show", "v1:30", "--project", "/Users/badlogic/workspaces/pi-mono")
     assert code == 2 and "name one with --session-id" in err  # the id is in two sessions
+
+
+def _as_another_user(command: list[str]) -> list[str]:
+    """``command`` run by a uid that file modes bind (root reads a mode-000 folder)."""
+    import os
+
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv cannot run as a second uid")
+    return ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *command]
+
+
+def test_unreadable_folders_and_files_are_skipped_named_and_counted(tmp_path_factory):
+    """One folder index cannot read used to abort the run with nothing indexed: now the
+    rest is indexed, each unreadable path named, and the exit status is 1."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="lookback-unreadable-"))
+    try:
+        base.chmod(0o755)
+        sessions, home = base / "sessions", base / "home"
+        (sessions / "open").mkdir(parents=True)
+        (sessions / "locked").mkdir()
+        home.mkdir(mode=0o777)
+        home.chmod(0o777)
+        shutil.copy(fixture_path("branching.jsonl"), sessions / "open" / "a.jsonl")
+        shutil.copy(fixture_path("before-compaction.jsonl"), sessions / "locked" / "b.jsonl")
+        shutil.copy(fixture_path("before-compaction.jsonl"), sessions / "open" / "c.jsonl")
+        for path in (sessions, sessions / "open"):
+            path.chmod(0o755)
+        (sessions / "open" / "a.jsonl").chmod(0o644)
+        (sessions / "open" / "c.jsonl").chmod(0o000)
+        (sessions / "locked").chmod(0o000)
+        environ = {**os.environ, "LOOKBACK_HOME": str(home), "HOME": str(home)}
+        environ.pop("LOOKBACK_CONFIG", None)
+        command = _as_another_user([sys.executable, "-m", "lookback.cli", "index"])
+        done = subprocess.run([*command, "--json", str(sessions)], env=environ,
+                              capture_output=True, text=True, timeout=120, cwd=base)
+        assert done.returncode == 1, done.stderr
+        summary = json.loads(done.stdout)
+        assert summary["entries_added"] == 8 and summary["sessions"] == 1
+        assert summary["unreadable_skipped"] == 2
+        assert f"lookback: error: {sessions / 'locked'}: Permission denied" in done.stderr
+        assert f"lookback: error: {sessions / 'open' / 'c.jsonl'}: Permission denied" \
+            in done.stderr
+        done = subprocess.run([*command, str(sessions)], env=environ, capture_output=True,
+                              text=True, timeout=120, cwd=base)
+        assert done.returncode == 1
+        assert "skipped 2 folders or files that could not be read" in done.stdout
+    finally:
+        for path in (base / "sessions" / "locked", base / "sessions" / "open" / "c.jsonl"):
+            if path.exists() or path.is_symlink():
+                path.chmod(0o700)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _on_a_terminal(argv: list[str], environ: dict[str, str]) -> tuple[int, str, str]:
+    """Run ``lookback ARGV`` with stderr on a pseudo-terminal: (exit, stdout, terminal)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "lookback.cli", *argv], env=environ,
+                               stdout=subprocess.PIPE, stderr=follower, text=True)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the terminal's other end closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    out = process.stdout.read() if process.stdout else ""
+    code = process.wait(timeout=120)
+    os.close(leader)
+    return code, out, shown.decode("utf-8", "replace")
+
+
+def test_index_shows_bytes_rate_and_files_on_a_terminal_only(run, home, tmp_path):
+    import os
+
+    environ = {**os.environ, "LOOKBACK_HOME": str(home)}
+    environ.pop("LOOKBACK_CONFIG", None)
+    code, out, terminal = _on_a_terminal(["index", str(FIXTURES)], environ)
+    assert code == 0 and "indexed 2,038 new entries" in out
+    assert "indexing: 100%" in terminal and "B/s" in terminal
+    assert "4/4 files, 2,038 entries" in terminal
+    code, out, terminal = _on_a_terminal(["reindex"], {**environ})
+    assert code == 0 and "events/s" in terminal and out.count("rebuilt ") == 3
+    code, out, terminal = _on_a_terminal(["reindex", "--quiet"], environ)
+    assert code == 0 and terminal == ""
+    code, out, err = run("index", str(FIXTURES), "--json")  # stderr not a terminal
+    assert code == 0 and err == ""

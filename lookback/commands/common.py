@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,28 +128,3 @@ def print_answer(answer: Any, *, pretty: bool = False) -> None:
 
     encoded = encode_answer(answer)
     print((msgspec.json.format(encoded, indent=2) if pretty else encoded).decode("utf-8"))
-
-
-def progress_printer(total: int) -> Callable[[Path, Any], None]:
-    """A per-file callback: a bar on a terminal, a plain line every 10% otherwise."""
-    interactive = sys.stderr.isatty()
-    state = {"done": 0, "last_decile": -1}
-
-    def on_file(path: Path, report: Any) -> None:
-        state["done"] += 1
-        done = state["done"]
-        if interactive:
-            width = 30
-            filled = width * done // max(total, 1)
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files, "
-                             f"{report.read.entries:,} entries")
-            if done == total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
-            return
-        decile = 10 * done // max(total, 1)
-        if decile != state["last_decile"] and total > 1:
-            state["last_decile"] = decile
-            print(f"{done}/{total} files, {report.read.entries:,} entries", file=sys.stderr)
-
-    return on_file

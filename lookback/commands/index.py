@@ -9,33 +9,38 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lookback.commands.common import add_command, load, progress_printer
+from lookback.commands.common import add_command, load
 from lookback.errors import UserError
 from lookback.freshness import default_roots
 from lookback.index.sink import EmbeddedSink
 from lookback.ingest.pipeline import IngestReport, ingest_files
 from lookback.ingest.scan import named_files, session_files
+from lookback.progress import Progress
 from lookback.settings import Settings
 
 if TYPE_CHECKING:
     from lookback.workers.sink import RedisSink
 
 
-SUMMARY = "index Pi and Claude Code session files (default: their folders)"
-DESCRIPTION = """Read new lines of Pi and Claude Code session files into one index per project.
-Re-running reads only what was appended; rewritten files replace their session."""
+SUMMARY = "index Pi, Claude Code and Codex session files (default: their folders)"
+DESCRIPTION = """Read new lines of Pi, Claude Code and Codex session files into one index per
+project. Re-running reads only what was appended; rewritten files replace their session. A
+folder or file that cannot be read is skipped and named, the rest is indexed, and the command
+exits 1 at the end. On a terminal a progress bar shows bytes read, rate and time left."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "index", run, SUMMARY, DESCRIPTION)
     parser.add_argument("paths", nargs="*", type=Path,
-                        help="session files or folders (default: ~/.pi/agent/sessions)")
+                        help="session files or folders (default: Pi's, Claude Code's and "
+                             "Codex's sessions folders, as the settings name them)")
     parser.add_argument("--queue", action="store_true",
                         help="service mode: publish the events to Redis for the workers")
     parser.add_argument("--embed", action="store_true",
                         help="embedded mode: also build the semantic vectors of the indexed "
                              "projects now (embedder: retrieval.embedder, default hashing)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
               "or name session files or folders: lookback index PATH ...)")
         return 0
     skipped: list[str] = []  # dangling links and the like, found in the folders
-    files = list(session_files(paths, skipped=skipped))
-    if not files and not skipped:
+    unreadable: list[str] = []  # folders (and named paths) that cannot be read: go on
+    files = list(session_files(paths, skipped=skipped, unreadable=unreadable))
+    if not files and not skipped and not unreadable:
         raise UserError(f"no session files (*.jsonl) under {', '.join(map(str, paths))}", 1)
     if args.embed and args.queue:
         raise UserError("--embed builds vectors inline (embedded mode); in service mode the "
@@ -63,22 +69,48 @@ def run(args: argparse.Namespace) -> int:
         # bulk: new indexes are written without fsyncs and the run syncs once at its
         # end (many small projects: ~4 fsyncs each dominated the run)
         sink = EmbeddedSink(settings.home, namespace=settings.namespace, bulk=True)
-    with sink:
-        report = ingest_files(files, sink, on_file=progress_printer(len(files)),
-                              strict=named_files(args.paths),
-                              max_line_bytes=settings.max_line_bytes)
+    with sink, Progress(sum(map(_size, files)), what="indexing", quiet=args.quiet) as progress:
+        report = ingest_files(files, sink, strict=named_files(args.paths),
+                              max_line_bytes=settings.max_line_bytes,
+                              **_follow(files, progress))
     report.not_sessions.extend(skipped)
     _note_sink(report, sink)
-    _summary(report, time.monotonic() - started, args.json)
+    _summary(report, time.monotonic() - started, args.json, unreadable)
     if args.embed:
-        _embed(settings, sorted(report.projects))
-    # A project that could not be written fails the run, and so does a named file that
-    # is not a session when nothing at all was indexed; a stray file of a folder is
-    # skipped and counted (not_sessions).
-    if len(report.failed_files) > report.pending_headers or (
+        _embed(settings, sorted(report.projects), args.quiet)
+    # A project that could not be written fails the run, and so does a path that could
+    # not be read (after the rest was indexed) and a named file that is not a session
+    # when nothing at all was indexed; a stray file of a folder is skipped and counted
+    # (not_sessions).
+    if unreadable or len(report.failed_files) > report.pending_headers or (
             isinstance(sink, EmbeddedSink) and sink.failures):
         return 1
     return 1 if report.errors and not report.sessions else 0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _follow(files: list[Path], progress: Progress) -> dict[str, Callable]:
+    """``ingest_files``' callbacks that move ``progress`` by bytes: batch by batch inside a
+    file (one large session is followed as it is read), to its end once it is done."""
+    state = {"before": 0, "files": 0}
+    total = len(files)
+
+    def on_batch(path: Path, offset: int) -> None:
+        progress.reach(state["before"] + offset)
+
+    def on_file(path: Path, report: IngestReport) -> None:
+        state["before"] += _size(path)
+        state["files"] += 1
+        progress.reach(state["before"], f"{state['files']:,}/{total:,} files, "
+                                        f"{report.read.entries:,} entries")
+
+    return {"on_batch": on_batch, "on_file": on_file}
 
 
 def _note_sink(report: IngestReport, sink: EmbeddedSink | RedisSink) -> None:
@@ -92,8 +124,10 @@ def _note_sink(report: IngestReport, sink: EmbeddedSink | RedisSink) -> None:
             report.errors.append(message)
 
 
-def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
+def _summary(report: IngestReport, seconds: float, as_json: bool,
+             unreadable: list[str]) -> None:
     read = report.read
+    errors = [*unreadable, *report.errors]
     summary = {
         "files": report.files, "projects": len(report.projects),
         "sessions": len(report.sessions), "entries_added": read.entries,
@@ -101,7 +135,9 @@ def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
         "oversized_lines_skipped": read.oversized, "values_repaired": read.repaired,
         "events_set_aside": read.set_aside, "rewritten_files": read.rewrites,
         "not_sessions": len(report.not_sessions),
-        "headers_being_written": report.pending_headers, "errors": report.errors,
+        "headers_being_written": report.pending_headers,
+        "unreadable_skipped": len(unreadable) + len(report.unreadable),
+        "errors": errors,
         "seconds": round(seconds, 3),
     }
     if as_json:
@@ -123,13 +159,16 @@ def _summary(report: IngestReport, seconds: float, as_json: bool) -> None:
         if report.not_sessions:
             print(f"skipped {len(report.not_sessions)} files that are not Pi, Claude Code or "
                   "Codex sessions")
+        if summary["unreadable_skipped"]:
+            print(f"skipped {summary['unreadable_skipped']} folders or files that could not "
+                  "be read (named below)")
     for warning in read.warnings[:20]:
         print(f"lookback: warning: {warning}", file=sys.stderr)
-    for error in report.errors:
+    for error in errors:
         print(f"lookback: error: {error}", file=sys.stderr)
 
 
-def _embed(settings: Settings, cwds: list[str]) -> None:
+def _embed(settings: Settings, cwds: list[str], quiet: bool) -> None:
     """Build the missing semantic vectors of each project, with a progress bar."""
     from lookback.embedders.port import EmbeddingError
     from lookback.embedders.registry import get_embedder
@@ -141,29 +180,8 @@ def _embed(settings: Settings, cwds: list[str]) -> None:
     except EmbeddingError as error:
         raise UserError(f"cannot embed: {error}", 1) from None
     for cwd in cwds:
-        report = build_embeddings(settings.home, cwd, embedder, namespace=settings.namespace,
-                                  progress=_embed_progress())
+        with Progress(None, what="embedding", unit="entries", quiet=quiet) as progress:
+            report = build_embeddings(settings.home, cwd, embedder,
+                                      namespace=settings.namespace, progress=progress.count)
         print(f"embedded {report.entries:,} entries ({report.chunks:,} chunks) of {cwd} "
               f"with {embedder.name} in {report.seconds:.2f}s")
-
-
-def _embed_progress() -> Callable[[int, int], None]:
-    """A bar on a terminal, a line every 10% otherwise (as for files)."""
-    interactive = sys.stderr.isatty()
-    state = {"last_decile": -1}
-
-    def on_batch(done: int, total: int) -> None:
-        if interactive:
-            filled = 30 * done // max(total, 1)
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done:,}/{total:,} "
-                             f"entries embedded")
-            if done >= total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
-            return
-        decile = 10 * done // max(total, 1)
-        if decile != state["last_decile"]:
-            state["last_decile"] = decile
-            print(f"{done:,}/{total:,} entries embedded", file=sys.stderr)
-
-    return on_batch

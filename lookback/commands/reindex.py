@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from lookback.commands.common import add_command, load
+from lookback.commands.common import add_command, add_json, json_text, load
 from lookback.errors import LookbackError, UserError
 from lookback.freshness import default_roots
 from lookback.index.layout import ProjectDir, find_project, list_projects, project_key
@@ -20,6 +20,7 @@ from lookback.index.store import IndexCorrupt, IndexUnavailable
 from lookback.ingest.pipeline import ingest_files, peek_header
 from lookback.ingest.reader import NotASession
 from lookback.ingest.scan import session_files
+from lookback.progress import Progress
 from lookback.settings import Settings
 
 SUMMARY = "rebuild project indexes from their event logs"
@@ -42,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "index from when its event log is unreadable (default: every "
                              "file indexed into it, as paths.sqlite records, and the "
                              "session folders lookback index reads)")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    add_json(parser, "each project's outcome")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,27 +57,40 @@ def run(args: argparse.Namespace) -> int:
         from lookback.service import enqueue_rebuilds
 
         count = enqueue_rebuilds(settings, projects)
-        print(f"enqueued {count} rebuilds")
+        print(json_text({"enqueued": count}) if args.json else f"enqueued {count} rebuilds")
         return 0
-    if not projects:
+    if not projects and not args.json:
         print("no projects to rebuild")
-    failed = 0
+    outcomes = []
     for project in projects:
         try:
             if args.repair:
-                _repair(project, settings, args.paths)
+                outcome = _repair(project, settings, args.paths, args.json)
             else:
-                _rebuild(project)
+                outcome = _rebuild(project, args.quiet, args.json)
         except LookbackError as error:  # one project's problem never stops the others
-            failed += 1
-            print(f"lookback: error: {_explain(project, error)}", file=sys.stderr, flush=True)
-    return 1 if failed else 0
+            outcome = {"project": project.name, "outcome": "failed",
+                       "error": _explain(project, error)}
+            print(f"lookback: error: {outcome['error']}", file=sys.stderr, flush=True)
+        outcomes.append(outcome)
+    if args.json:
+        print(json_text({"projects": outcomes}))
+    return 1 if any(o["outcome"] == "failed" for o in outcomes) else 0
 
 
-def _rebuild(project: ProjectDir) -> None:
-    report = rebuild(project, progress=_progress(project.name))
-    print(f"rebuilt {report.project}: {report.events:,} events replayed into "
-          f"generation {report.generation} in {report.seconds:.2f}s", flush=True)
+def _say(text: str, as_json: bool) -> None:
+    """A line of the text output (``--json`` prints the outcomes at the end instead)."""
+    if not as_json:
+        print(text, flush=True)
+
+
+def _rebuild(project: ProjectDir, quiet: bool, as_json: bool) -> dict:
+    with Progress(None, what=project.name, unit="events", quiet=quiet) as progress:
+        report = rebuild(project, progress=progress.count)
+    _say(f"rebuilt {report.project}: {report.events:,} events replayed into "
+         f"generation {report.generation} in {report.seconds:.2f}s", as_json)
+    return {"project": report.project, "outcome": "rebuilt", "events": report.events,
+            "generation": report.generation, "seconds": round(report.seconds, 3)}
 
 
 def _explain(project: ProjectDir, error: LookbackError) -> str:
@@ -88,13 +104,14 @@ def _explain(project: ProjectDir, error: LookbackError) -> str:
     return str(error)
 
 
-def _repair(project: ProjectDir, settings: Settings, paths: list[Path]) -> None:
+def _repair(project: ProjectDir, settings: Settings, paths: list[Path],
+            as_json: bool) -> dict:
     guard = exclusive(project)
     try:
         problem = check(project, thorough=True)
         if problem is None:
-            print(f"{project.name}: the index is sound; nothing to repair", flush=True)
-            return
+            _say(f"{project.name}: the index is sound; nothing to repair", as_json)
+            return {"project": project.name, "outcome": "sound"}
         print(f"{project.name}: {problem}; repairing", file=sys.stderr, flush=True)
         try:
             report = repair_from_log(project)
@@ -102,15 +119,19 @@ def _repair(project: ProjectDir, settings: Settings, paths: list[Path]) -> None:
             print(f"{project.name}: {error}; rebuilding from the session files",
                   file=sys.stderr, flush=True)
         else:
-            print(f"repaired {project.name} from its event log: {report.events:,} events "
-                  f"replayed into generation {report.generation}", flush=True)
-            return
-        _repair_from_sessions(project, settings, paths)
+            _say(f"repaired {project.name} from its event log: {report.events:,} events "
+                 f"replayed into generation {report.generation}", as_json)
+            return {"project": project.name, "outcome": "repaired", "from": "event log",
+                    "events": report.events, "generation": report.generation,
+                    "problem": problem}
+        outcome = _repair_from_sessions(project, settings, paths, as_json)
+        return {**outcome, "problem": problem}
     finally:
         os.close(guard)
 
 
-def _repair_from_sessions(project: ProjectDir, settings: Settings, paths: list[Path]) -> None:
+def _repair_from_sessions(project: ProjectDir, settings: Settings, paths: list[Path],
+                          as_json: bool) -> dict:
     roots = paths or [root for root in default_roots(settings) if root.is_dir()]
     files = _project_files(project, settings, roots)
     if not paths:  # and every file indexed into it, wherever it lies (paths.sqlite)
@@ -125,9 +146,11 @@ def _repair_from_sessions(project: ProjectDir, settings: Settings, paths: list[P
         report = ingest_files(files, sink, max_line_bytes=settings.max_line_bytes)
     for error in [*report.errors, *sink.failures.values()]:
         print(f"lookback: error: {error}", file=sys.stderr, flush=True)
-    print(f"repaired {project.name} from {len(files)} session files: "
-          f"{report.read.entries:,} entries into generation {generation} (the damaged "
-          "file is kept beside it, renamed *.damaged)", flush=True)
+    _say(f"repaired {project.name} from {len(files)} session files: "
+         f"{report.read.entries:,} entries into generation {generation} (the damaged "
+         "file is kept beside it, renamed *.damaged)", as_json)
+    return {"project": project.name, "outcome": "repaired", "from": "session files",
+            "files": len(files), "entries": report.read.entries, "generation": generation}
 
 
 def _recorded_files(project: ProjectDir, settings: Settings) -> list[Path]:
@@ -155,16 +178,3 @@ def _project_files(project: ProjectDir, settings: Settings, roots: list[Path],
         if project_key(cwd, settings.namespace) == project.name:
             found.append(path)
     return found
-
-
-def _progress(name: str):
-    interactive = sys.stderr.isatty()
-
-    def show(done: int, total: int) -> None:
-        if interactive:
-            sys.stderr.write(f"\r{name}: {done:,}/{total:,} events")
-            if done >= total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
-
-    return show
