@@ -68,11 +68,21 @@ class Privacy(Section, frozen=True):
     providers: dict[str, str] = {}
 
 
+class TokenGrant(Section, frozen=True):
+    """One token's grant in its table form (``{projects = [...], privacy = "..."}``)."""
+
+    #: the projects it may read and write (names or cwds), or "*" for all
+    projects: str | list[str]
+    #: the highest privacy classification its answers may hold; empty: what an unnamed
+    #: remote provider sees (``privacy.default_max``). A request's ``provider`` only narrows it.
+    privacy: str = ""
+
+
 class Server(Section, frozen=True):
     host: str = "127.0.0.1"
     port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8765
-    #: bearer token -> list of projects (names or cwds), or "*" for all
-    tokens: dict[str, str | list[str]] = {}
+    #: bearer token -> list of projects (names or cwds), "*" for all, or a ``TokenGrant``
+    tokens: dict[str, str | list[str] | TokenGrant] = {}
     max_request_bytes: Positive = 4_000_000
     cache_entries: Annotated[int, msgspec.Meta(ge=0)] = 512
     request_timeout_seconds: PositiveFloat = 10.0

@@ -10,7 +10,11 @@ Endpoints (all JSON): ``POST /v1/retrieve``, ``/v1/search``, ``/v1/source``,
 
 A request for a project the token does not grant — or for one that cannot be resolved at
 all — gets the same 403, so it learns nothing about what exists. Project names only reach
-the filesystem through ``index.layout.find_project``.
+the filesystem through ``index.layout.find_project``. What a token's answers may hold
+is its grant's privacy ceiling (``server.auth.Grant``): the engine is called with the
+privacy settings of that grant (``query.privacy.granted``), so a request's ``provider``
+narrows it and never widens it. Without tokens the reader is its owner's, who may read
+the files anyway: the request's ``provider`` is trusted as it is.
 
 Freshness (embedded mode): ``lookback.freshness`` indexes the session file a request
 names when it changed, before answering (bounded by ``freshness.wait_ms``), and tails
@@ -57,7 +61,8 @@ from lookback.query.contract.request import (
     parse_source,
     pin,
 )
-from lookback.server.auth import Grants
+from lookback.query.privacy import Classification, granted
+from lookback.server.auth import Grant, Grants
 from lookback.server.cache import AnswerCache, time_key, watermark
 from lookback.server.errors import FORBIDDEN, ApiError
 from lookback.server.nudges import GIVE_UP_SECONDS as NUDGE_GIVE_UP_SECONDS
@@ -92,6 +97,8 @@ class ReaderApp:
         self.engine = engine
         self.reader = reader
         self.grants = Grants(settings.server.tokens, settings.namespace)
+        #: the settings the engine answers a grant with, per privacy ceiling
+        self._granted: dict[Classification, Settings] = {}
         self.cache = AnswerCache(settings.server.cache_entries)
         keep = settings.manifest.keep_per_session
         self.manifests = ManifestWriter(manifests or ManifestStore(settings.home, keep=keep))
@@ -172,11 +179,12 @@ class ReaderApp:
         except (LookupError, OSError, ValueError):
             return None
 
-    def _authorize(self, names: SessionNames, grant: frozenset[str] | None) -> Any:
+    def _authorize(self, names: SessionNames, grant: Grant | None) -> Any:
         """The request's session reference, resolved once, after checking the token grants
         its project."""
         ref = self._ref(names)
-        if grant is None:
+        projects = _projects(grant)
+        if projects is None:
             return ref
         if ref is not None:
             name = ref.project.name
@@ -186,9 +194,23 @@ class ReaderApp:
             name = None
         else:
             name = self._project_name(names.project)
-        if name is None or name not in grant:
+        if name is None or name not in projects:
             raise FORBIDDEN
         return ref
+
+    def _settings(self, grant: Grant | None) -> Settings:
+        """The settings the engine answers ``grant``'s request with: its privacy ceiling
+        applied (``query.privacy.granted``; none without tokens)."""
+        if grant is None:
+            return self.settings
+        ceiling = grant.privacy if grant.privacy is not None else \
+            Classification.parse(self.settings.privacy.default_max)
+        found = self._granted.get(ceiling)
+        if found is None:
+            privacy = granted(self.settings.privacy, ceiling)
+            found = self._granted[ceiling] = msgspec.structs.replace(self.settings,
+                                                                     privacy=privacy)
+        return found
 
     def _project_name(self, project: str | None) -> str | None:
         if not project:
@@ -200,7 +222,7 @@ class ReaderApp:
 
     # -- endpoints ----------------------------------------------------------------------
 
-    def retrieve(self, body: dict, grant: frozenset[str] | None) -> Reply:
+    def retrieve(self, body: dict, grant: Grant | None) -> Reply:
         started = time.perf_counter()
         # Decoded once: a malformed request is a 400 before anything touches a file; the
         # plan reads this decode too (a null budget is the default for both).
@@ -223,11 +245,13 @@ class ReaderApp:
         # An answer whose freshness warns (refused, pending, busy) is not served from the
         # cache, whose diagnostics would hide it.
         cacheable = mark and self.cache.size and not (fresh is not None and fresh.warning)
-        key = (encode_request(asked), mark, times) if cacheable else None
+        settings = self._settings(grant)
+        # Keyed by the privacy settings too: two tokens' ceilings never share an answer.
+        key = (encode_request(asked), mark, times, id(settings.privacy)) if cacheable else None
         cached = self.cache.get(key) if key else None
         if cached is None:
             response: RetrieveAnswer = self.call(self.engine.retrieve_answer, answered,
-                                                 settings=self.settings, reader=self.reader)
+                                                 settings=settings, reader=self.reader)
             plan = decide_for_answer(response, parsed.plan)
             if plan is not None:  # the planner's decision rides along (no second call)
                 response.plan = plan
@@ -262,23 +286,23 @@ class ReaderApp:
 
         self.manifests.submit(write)
 
-    def search(self, body: dict, grant: frozenset[str] | None) -> Reply:
+    def search(self, body: dict, grant: Grant | None) -> Reply:
         parsed = parse_search(body)  # a project alone: its latest session
         ref = self._authorize(parsed.names, grant)
         freshness.refresh(self.freshness, body, ref)  # the live leaf is searchable too
         response = self.call(self.engine.search_answer, pinned(parsed, ref),
-                             settings=self.settings, reader=self.reader)
+                             settings=self._settings(grant), reader=self.reader)
         return 200, encode_answer(response), {"results": len(response.results)}
 
-    def source(self, body: dict, grant: frozenset[str] | None) -> Reply:
+    def source(self, body: dict, grant: Grant | None) -> Reply:
         parsed = parse_source(body)
         ref = self._authorize(parsed.names, grant)
         freshness.refresh(self.freshness, body, ref)
         response = self.call(self.engine.source_answer, pinned(parsed, ref),
-                             settings=self.settings, reader=self.reader)
+                             settings=self._settings(grant), reader=self.reader)
         return 200, encode_answer(response), {}
 
-    def plan(self, body: dict, grant: frozenset[str] | None) -> Reply:
+    def plan(self, body: dict, grant: Grant | None) -> Reply:
         """The planner's decision from kinds and token counts (no conversation text):
         see ``lookback.query.context.planner.decide``; the client applies it."""
         request = parse_plan(body, self.settings.retrieval.max_retrieved_history_tokens)
@@ -289,23 +313,24 @@ class ReaderApp:
                                             "fallback": result.fallback is not None}
 
     def _record_plan(self, named: set[Any], result: PlanAnswer,
-                     grant: frozenset[str] | None) -> None:
+                     grant: Grant | None) -> None:
         sessions = {s for s in named if isinstance(s, str) and s}
+        projects = _projects(grant)
         store = self.manifests.store
 
         def write() -> None:
             recorded = answer_dict(result)
             for session_id in sessions:
-                latest = store.entries(session_id, grant)[-1:]
+                latest = store.entries(session_id, projects)[-1:]
                 project = latest[0].get("project") if latest else None
-                if grant is not None and project not in grant:
+                if projects is not None and project not in projects:
                     continue  # a token may only annotate its own projects' manifests
                 store.record_plan(session_id, project, recorded)
 
         if sessions:
             self.manifests.submit(write)
 
-    def nudge(self, body: dict, grant: frozenset[str] | None) -> Reply:
+    def nudge(self, body: dict, grant: Grant | None) -> Reply:
         """Ask for ``session_file`` to be indexed now.
 
         Service mode queues it for ``lookback.service.nudge_session`` on the nudge
@@ -337,11 +362,12 @@ class ReaderApp:
         service.nudge_session(self.settings, session_file, project=project,
                               give_up_after=NUDGE_GIVE_UP_SECONDS, stop=stop)
 
-    def health(self, query: dict, grant: frozenset[str] | None) -> Reply:
+    def health(self, query: dict, grant: Grant | None) -> Reply:
         report = self.call(self.engine.health, self.settings)
-        if grant is not None and isinstance(report.get("projects"), list):
-            report = {**report, "projects": [p for p in report["projects"]
-                                             if isinstance(p, dict) and p.get("project") in grant]}
+        projects = _projects(grant)
+        if projects is not None and isinstance(report.get("projects"), list):
+            report = {**report, "projects": [p for p in report["projects"] if isinstance(p, dict)
+                                             and p.get("project") in projects]}
         server: dict[str, Any] = {"cache_entries": len(self.cache),
                                   "cache_hits": self.cache.hits,
                                   "cache_misses": self.cache.misses}
@@ -353,13 +379,13 @@ class ReaderApp:
         report = {**report, "server": server}
         return 200, report, {}
 
-    def manifest(self, query: dict, grant: frozenset[str] | None) -> Reply:
+    def manifest(self, query: dict, grant: Grant | None) -> Reply:
         session_id = (query.get("session_id") or [""])[0]
         if not session_id:
             raise ApiError(400, "invalid-request", "session_id is required")
         self.manifests.flush()  # read your writes: include the records of finished requests
         # Same (empty) answer for unknown and not-granted sessions.
-        entries = self.manifests.store.entries(session_id, grant)
+        entries = self.manifests.store.entries(session_id, _projects(grant))
         return 200, {"session_id": session_id, "entries": entries}, {"entries": len(entries)}
 
     def close(self) -> None:
@@ -371,6 +397,11 @@ class ReaderApp:
         self.manifests.close()
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _projects(grant: Grant | None) -> frozenset[str] | None:
+    """The projects ``grant`` allows (None: every one; no tokens, or ``"*"``)."""
+    return None if grant is None else grant.projects
 
 
 def pinned(request: Named, ref: Any) -> Named:

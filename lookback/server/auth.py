@@ -2,18 +2,32 @@
 
 Without ``server.tokens`` the service only listens on loopback. With tokens, every
 request needs ``Authorization: Bearer <token>``; a token grants a list of projects
-(folder names or cwds) or ``"*"``.
+(folder names or cwds) or ``"*"``, and the highest privacy classification its answers
+may hold (``privacy``; default: what an unnamed remote provider sees). A request's
+``provider`` is the client's claim: it narrows what the grant allows, never widens it.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+from dataclasses import dataclass
 from typing import Any
 
 from lookback.errors import UserError
 from lookback.index.layout import project_key
+from lookback.query.privacy import Classification
 from lookback.server.errors import ApiError
+from lookback.settings import TokenGrant
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one token may do: read and write ``projects`` (None: all), and receive text
+    classified up to ``privacy`` (None: what an unnamed remote provider may see)."""
+
+    projects: frozenset[str] | None
+    privacy: Classification | None = None
 
 
 class Grants:
@@ -24,7 +38,7 @@ class Grants:
             tokens = {}
         if not isinstance(tokens, dict):
             raise UserError("server.tokens must map each token to a list of projects or \"*\"")
-        self._grants: dict[str, frozenset[str] | None] = {}
+        self._grants: dict[str, Grant] = {}
         for index, (token, projects) in enumerate(tokens.items()):
             if not isinstance(token, str) or len(token) < 8:
                 raise UserError("server.tokens: every token must be a string of 8+ characters")
@@ -35,14 +49,14 @@ class Grants:
                                 "printable ASCII (letters, digits, punctuation; no spaces): "
                                 "HTTP clients cannot send it in a header. Use e.g. "
                                 "`openssl rand -hex 32`.")
-            self._grants[token] = _project_names(projects, namespace, token_index=index)
+            self._grants[token] = _grant(projects, namespace, token_index=index)
 
     @property
     def required(self) -> bool:
         return bool(self._grants)
 
-    def lookup(self, authorization: str | None) -> frozenset[str] | None:
-        """The token's projects (None: all); raises 401 when the header names no token."""
+    def lookup(self, authorization: str | None) -> Grant:
+        """The token's grant; raises 401 when the header names no token."""
         scheme, _, presented = (authorization or "").partition(" ")
         if scheme.lower() == "bearer" and presented.strip():
             # Headers arrive decoded as latin-1: these are the bytes the client sent.
@@ -58,8 +72,20 @@ def _sendable(token: str) -> bool:
     return all("!" <= character <= "~" for character in token)
 
 
+def _grant(value: Any, namespace: str, token_index: int) -> Grant:
+    if not isinstance(value, TokenGrant):
+        return Grant(_project_names(value, namespace, token_index))
+    privacy = None
+    if value.privacy:
+        try:
+            privacy = Classification.parse(value.privacy)
+        except ValueError as error:
+            raise UserError(f"server.tokens: token #{token_index + 1}: {error}") from None
+    return Grant(_project_names(value.projects, namespace, token_index), privacy)
+
+
 def _project_names(projects: Any, namespace: str, token_index: int) -> frozenset[str] | None:
-    if projects == "*" or (isinstance(projects, list) and "*" in projects):
+    if projects == "*" or (isinstance(projects, list | tuple) and "*" in projects):
         return None
     if not isinstance(projects, list) or not all(isinstance(p, str) for p in projects):
         raise UserError(f"server.tokens: token #{token_index + 1} must grant a list of "

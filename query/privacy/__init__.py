@@ -20,6 +20,7 @@ _EXPORTS = {
     "classify_spans": "policy",
     "classify_source": "policy",
     "excluded_record": "policy",
+    "granted": "policy",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

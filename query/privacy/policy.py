@@ -38,6 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from lookback.errors import SettingsError
 from lookback.query.contract.messages import message_text
 from lookback.query.privacy.secrets import PRIVATE_KEY, find_secrets
@@ -275,6 +277,20 @@ class PrivacyPolicy:
             else:
                 allowed.append({**item, "classification": verdict.classification.label})
         return allowed, excluded
+
+
+def granted(section: Privacy, ceiling: Classification) -> Privacy:
+    """The privacy settings of a client granted ``ceiling`` (a reader token's ``privacy``):
+    whatever provider its request names, it sees at most what ``section`` gives that
+    provider and never above ``ceiling``. The provider is the client's claim, so it may
+    narrow what the grant allows, never widen it."""
+    if ceiling == Classification.LOCAL_ONLY:
+        return section  # nothing is above it: the configured policy as it is
+    policy = PrivacyPolicy.from_settings(section)
+    names = set(policy.providers) | policy.local_providers
+    return msgspec.structs.replace(
+        section, default_max=min(policy.default_max, ceiling).label, local_providers=(),
+        providers={name: min(policy.max_for(name), ceiling).label for name in names})
 
 
 def classify_evidence(item: Mapping[str, Any]) -> ClassificationResult:
