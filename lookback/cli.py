@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from lookback.errors import LookbackError, UserError
 
 COMMANDS = ("index", "status", "reindex", "retrieve", "search", "show", "serve", "watch",
-            "worker", "context", "hook", "install", "owner", "mcp", "doctor", "completion")
+            "worker", "context", "hook", "install", "uninstall", "owner", "mcp", "doctor",
+            "completion")
 
 #: What ``lookback``'s exit status means, for every command (docs/usage.md says the same;
 #: tests/test_docs.py keeps them equal).

@@ -1,5 +1,7 @@
 """Codex's configuration, as `lookback install codex` writes it and `lookback doctor` reads it.
 
+Also the JSON layout the installers keep when they edit an agent's settings (``json_like``).
+
 Codex reads hooks from ``$CODEX_HOME/hooks.json`` (``CODEX_HOME`` defaults to ``~/.codex``) and
 runs a hook only when ``config.toml`` trusts it: a table
 ``[hooks.state."<hooks.json path>:<snake event>:<group>:<handler>"]`` whose ``trusted_hash`` is
@@ -125,6 +127,60 @@ def with_trust(text: str, key: str, trusted_hash: str) -> str:
         raise UserError(f"config.toml: the hook's trust entry did not take; add {header} "
                         f"{line} by hand")
     return updated
+
+
+def json_like(document: dict[str, Any], like: str | None) -> str:
+    """``document`` as JSON in the layout of ``like`` (the file's text now, None when it is
+    new): its indent and whether it ends with a newline, non-ASCII kept as written. The
+    agents write their settings as ``JSON.stringify(value, null, 2)`` does, which this
+    reproduces, so removing what was added gives back the very bytes."""
+    indent: str | int = 2
+    if like:
+        found = re.search(r"\n([ \t]+)\S", like)
+        if found:
+            indent = found.group(1)
+    text = json.dumps(document, indent=indent, ensure_ascii=False)
+    return text + "\n" if like is None or like.endswith("\n") else text
+
+
+def _table(lines: list[str], key: str) -> tuple[int, int] | None:
+    """(first, end) lines of ``[hooks.state."<key>"]`` — its header and body, not the blank
+    lines before the next table — or None."""
+    header = f"[hooks.state.{json.dumps(key, ensure_ascii=False)}]"
+    stripped = [raw.strip() for raw in lines]
+    if header not in stripped:
+        return None
+    start = stripped.index(header)
+    end = next((i for i in range(start + 1, len(lines)) if stripped[i].startswith("[")),
+               len(lines))
+    while end > start + 1 and not stripped[end - 1]:
+        end -= 1
+    return start, end
+
+
+def without_trust(text: str, key: str) -> str:
+    """``config.toml``'s text without the trust table of ``key`` and the blank line
+    ``with_trust`` put before it; every other line as it was."""
+    lines = text.splitlines(keepends=True)
+    found = _table(lines, key)
+    if found is None:
+        return text
+    start, end = found
+    if start > 0 and not lines[start - 1].strip():
+        start -= 1
+    return "".join(lines[:start] + lines[end:])
+
+
+def renamed_trust(text: str, key: str, new_key: str) -> str:
+    """``config.toml``'s text with the trust table of ``key`` now under ``new_key``."""
+    lines = text.splitlines(keepends=True)
+    found = _table(lines, key)
+    if found is None:
+        return text
+    start = found[0]
+    ending = lines[start][len(lines[start].rstrip("\r\n")):]
+    lines[start] = f"[hooks.state.{json.dumps(new_key, ensure_ascii=False)}]{ending}"
+    return "".join(lines)
 
 
 def write_atomically(target: Path, text: str) -> None:

@@ -17,6 +17,8 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -26,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from lookback import codex_config
+from lookback import codex_config, pi_package
 from lookback.background import read_started
 from lookback.errors import UserError
 from lookback.index.layout import ProjectDir, list_projects
@@ -51,8 +53,6 @@ FRESHNESS_SESSIONS = 5
 CLAUDE_HOOK_MARK = "claude_hook.py"
 #: The mark of Lookback's Codex hook command (``lookback install codex``).
 CODEX_HOOK_MARK = "codex_hook.py"
-#: The folder ``pi install`` is given (an editable install has it beside the package).
-PI_PACKAGE_DIR = Path(__file__).resolve().parents[1] / "integrations" / "pi"
 
 
 @dataclass
@@ -140,10 +140,12 @@ def check_reader(situation: Situation) -> list[Finding]:
         if error.code == 401:
             return [Finding("reader", PROBLEM, f"{url} answers but wants a token",
                             "export LOOKBACK_TOKEN=<a token of server.tokens>")]
-        return [Finding("reader", PROBLEM, f"{url} answers {error.code}", "lookback serve")]
+        return [Finding("reader", PROBLEM, f"{url} answers {error.code}",
+                        "lookback serve --stop && lookback serve --ensure")]
     except (OSError, ValueError):
-        return [Finding("reader", PROBLEM, f"no reader answers at {url}: the Pi extension "
-                        "and the Claude Code hook add nothing", "lookback serve")]
+        # A fresh machine: the Pi extension and the hooks start it on first use.
+        return [Finding("reader", NOTE, f"no reader answers at {url} yet: the Pi extension and "
+                        "the hooks start one on first use", "lookback serve --ensure")]
     version, mode = health.get("version", "unknown"), health.get("mode", "unknown")
     details = {"url": url, "version": version, "mode": mode, "started_by": None}
     summary = f"{url} answers (version {version}, {mode} mode)"
@@ -183,9 +185,10 @@ def _folder_finding(situation: Situation, name: str, folder: Path) -> Finding:
     missing = [f for f in files if f not in situation.indexed_files and _is_session(f)]
     details = {"folder": str(folder), "files": len(files), "indexed": indexed,
                "not_indexed": len(missing)}
-    if missing:
-        return Finding(name, PROBLEM, f"{folder}: {indexed} sessions indexed, {len(missing)} "
-                       "not indexed", f"lookback index {shlex.quote(str(folder))}", details)
+    if missing:  # the reader indexes them when it runs (and any session before answering)
+        return Finding(name, NOTE, f"{folder}: {indexed} sessions indexed, {len(missing)} not "
+                       "yet (the reader indexes them)", f"lookback index "
+                       f"{shlex.quote(str(folder))}", details)
     return Finding(name, OK, f"{folder}: {indexed} sessions, all indexed", details=details)
 
 
@@ -198,31 +201,85 @@ def _is_session(path: str) -> bool:
 
 
 def check_pi_package(situation: Situation) -> list[Finding]:
-    """The extension is a package in Pi's settings (``pi install …``, or ``pi install -l``
-    for the project's ``.pi/settings.json``)."""
-    fix = f"pi install {shlex.quote(str(PI_PACKAGE_DIR))}"
+    """Lookback's extension is a package in Pi's settings (``lookback install pi``, or Pi's
+    own ``pi install``), found by its package.json wherever it lies, and the command it
+    starts the reader with exists and is this Lookback."""
     if not situation.pi_agent_dir.is_dir():
         return [Finding("pi package", NOTE, f"Pi not found ({situation.pi_agent_dir})")]
     places = [situation.pi_agent_dir / "settings.json", situation.cwd / ".pi" / "settings.json"]
+    fix = "lookback install pi"
     for place in places:
-        packages = _json(place).get("packages")
-        if any(_is_lookback_package(entry) for entry in
-               (packages if isinstance(packages, list) else [])):
-            return [Finding("pi package", OK, f"the Lookback package is in {place}")]
+        entries = pi_package.lookback_entries(place, _json(place))
+        if not entries:
+            continue
+        packed = [e for e in entries if e.kind == "packed"]
+        if packed:
+            local = " -l" if place != places[0] else ""
+            return [Finding("pi package", PROBLEM, f"{place} lists {packed[0].source}, a packed "
+                            "tarball: Pi loads it as one extension file and every Pi run fails",
+                            f"pi remove{local} {shlex.quote(packed[0].source)} && {fix}")]
+        entry = entries[-1]
+        folder = entry.path if entry.kind == "folder" else entry.path.parent
+        command = pi_package.recorded_command(folder) or ["lookback"]
+        problem = command_problem(command)
+        if problem:
+            return [Finding("pi package", PROBLEM, f"the extension in {place} starts the reader "
+                            f"with {shlex.join(command)}, which {problem}", fix,
+                            {"package": str(folder), "command": command})]
+        shipped = pi_package.shipped_dir()
+        if shipped is not None and shipped != folder.resolve() and \
+                pi_package.shipped_files(shipped) != pi_package.shipped_files(folder):
+            return [Finding("pi package", PROBLEM, f"the extension in {place} ({folder}) is not "
+                            "this Lookback's version of it", fix, {"package": str(folder)})]
+        return [Finding("pi package", OK, f"the Lookback package is in {place}",
+                        details={"package": str(folder), "command": command})]
     return [Finding("pi package", PROBLEM, f"the Lookback package is not in {places[0]} nor in "
                     "this project's .pi/settings.json: Pi runs without it", fix)]
 
 
-def _is_lookback_package(entry: Any) -> bool:
-    source = entry.get("source") if isinstance(entry, dict) else entry
-    if not isinstance(source, str):
-        return False
-    if "lookback" in source.lower():
-        return True
+def command_problem(argv: list[str]) -> str | None:
+    """Why the command an integration runs (a Pi extension's, an MCP registration's, a
+    hook's) is not this Lookback, or None: it must exist and import this very package."""
+    if not argv:
+        return "is empty"
+    program = argv[0]
+    found = program if os.path.isabs(program) else shutil.which(program)
+    if found is None or not Path(found).exists():
+        return "is not found" + ("" if os.path.isabs(program) else " on the PATH")
+    scripts = [part for part in argv[1:] if part.endswith((CLAUDE_HOOK_MARK, CODEX_HOOK_MARK))]
+    if scripts:  # a hook: python -S -I <this install's script>
+        ours = Path(__file__).resolve().parent / Path(scripts[0]).name
+        if not Path(scripts[0]).exists():
+            return f"runs {scripts[0]}, which no longer exists"
+        return None if Path(scripts[0]).resolve() == ours else \
+            f"runs another Lookback ({scripts[0]})"
+    python = found if "-m" in argv else (_shebang(Path(found)) or found)
+    if Path(python).absolute() == Path(sys.executable).absolute():
+        return None
     try:
-        return Path(source).expanduser().resolve() == PI_PACKAGE_DIR
+        done = subprocess.run([python, "-P", "-c", "import lookback; print(lookback.__file__)"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return f"cannot be run ({python})"
+    here = Path(__file__).resolve().parent / "__init__.py"
+    imported = done.stdout.strip()
+    if done.returncode != 0 or not imported:
+        return f"does not run Lookback ({python} has no lookback package)"
+    return None if Path(imported).resolve() == here else f"runs another Lookback ({imported})"
+
+
+def _shebang(script: Path) -> str | None:
+    """The interpreter a console script names on its first line (pip's ``#!/…/python``)."""
+    try:
+        with script.open("rb") as handle:
+            first = handle.readline(4096)
     except OSError:
-        return False
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    parts = first[2:].decode("utf-8", "replace").split()
+    return parts[0] if parts and os.path.isabs(parts[0]) and "python" in Path(parts[0]).name \
+        else None
 
 
 def check_claude_hook(situation: Situation) -> list[Finding]:
@@ -278,7 +335,7 @@ def check_codex_hook(situation: Situation) -> list[Finding]:
         return [Finding("codex hook", PROBLEM, "Lookback's UserPromptSubmit hook is not in "
                         f"{hooks_file}", fix)]
     group, index, handler = found[-1]
-    problem = _hook_problem(str(handler["command"]), situation.reader_url, CODEX_HOOK_MARK)
+    problem = _hook_problem(str(handler["command"]), situation.reader_url)
     if problem:
         return [Finding("codex hook", PROBLEM, f"the hook in {hooks_file} {problem}", fix)]
     try:
@@ -295,17 +352,17 @@ def check_codex_hook(situation: Situation) -> list[Finding]:
     return [Finding("codex hook", OK, f"installed in {hooks_file} and trusted")]
 
 
-def _hook_problem(command: str, reader_url: str, mark: str = CLAUDE_HOOK_MARK) -> str | None:
+def _hook_problem(command: str, reader_url: str) -> str | None:
     """Why the installed hook command cannot work, or None."""
     try:
         parts = shlex.split(command)
     except ValueError:
         return "is not a command this version wrote"
-    scripts = [p for p in parts if p.endswith(mark)]
     if not parts or not Path(parts[0]).exists():
         return f"runs {parts[0] if parts else '(nothing)'}, which no longer exists"
-    if scripts and not Path(scripts[0]).exists():
-        return f"runs {scripts[0]}, which no longer exists"
+    problem = command_problem(parts)
+    if problem:
+        return problem
     url = parts[parts.index("--url") + 1] if "--url" in parts[:-1] else None
     if url and url.rstrip("/") != reader_url:
         return f"asks {url}, but the reader is configured at {reader_url}"
@@ -319,16 +376,17 @@ def mcp_registrations(situation: Situation) -> list[tuple[str, list[tuple[Path, 
     home = situation.user_home
     claude_json = Path(situation.environ.get("CLAUDE_CONFIG_DIR") or home) / ".claude.json"
     cwd = str(situation.cwd)
+    server = shlex.join([*pi_package.this_command(), "mcp"])
     return [
         ("claude-code", [(claude_json, ["mcpServers"]),
                          (claude_json, ["projects", cwd, "mcpServers"]),
                          (situation.cwd / ".mcp.json", ["mcpServers"])],
-         "claude mcp add --scope user lookback -- lookback mcp --provider anthropic"),
+         f"claude mcp add --scope user lookback -- {server} --provider anthropic"),
         ("pi", [(situation.pi_agent_dir / "mcp.json", ["mcpServers"]),
                 (situation.cwd / ".pi" / "mcp.json", ["mcpServers"])],
-         "pi mcp add lookback -- lookback mcp"),
+         f"pi mcp add lookback --exposure direct -- {server}"),
         ("codex", [(situation.codex_home / "config.toml", ["mcp_servers"])],
-         "codex mcp add lookback -- lookback mcp --provider openai"),
+         f"codex mcp add lookback -- {server} --provider openai"),
     ]
 
 
@@ -345,13 +403,25 @@ def check_mcp(situation: Situation) -> list[Finding]:
                                     f"registered (optional): {command}"))
             continue
         path, entry = found
-        problem = _mcp_problem(entry, command)
+        problem = _mcp_problem(entry, _replace(client, path, situation, command))
         if problem:
             findings.append(Finding(f"mcp: {client}", PROBLEM,
                                     f"registered in {path}, but {problem[0]}", problem[1]))
         else:
             findings.append(Finding(f"mcp: {client}", OK, f"registered in {path}"))
     return findings
+
+
+def _replace(client: str, path: Path, situation: Situation, register: str) -> str:
+    """The command that registers this Lookback's server in place of a broken one: Pi's and
+    Codex's ``mcp add`` replace a server of that name, Claude Code's must remove it first
+    (from the scope it was found in)."""
+    if client != "claude-code":
+        return register
+    scope = "project" if path.name == ".mcp.json" else \
+        "user" if _lookback_entry(_dig(_json(path), ["mcpServers"])) else "local"
+    return f"claude mcp remove --scope {scope} lookback && " + \
+        register.replace("--scope user", f"--scope {scope}")
 
 
 def _lookback_entry(servers: Any) -> dict[str, Any] | None:
@@ -369,13 +439,24 @@ def _mcp_problem(entry: dict[str, Any], register: str) -> tuple[str, str] | None
     command = entry.get("command")
     if not isinstance(command, str) or not command:
         return None  # an HTTP registration: the reader check covers the server
-    if not (Path(command).expanduser().exists() or shutil.which(command)):
-        return f"its command {command} is not found (a removed venv?)", register
+    args = entry.get("args")
+    argv = [command, *(a for a in args if isinstance(a, str))] if isinstance(args, list) \
+        else [command]
+    problem = command_problem(argv)
+    if problem:
+        return f"its command {shlex.join(argv)} {problem}", register
     try:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
-        return "the MCP SDK is not installed", "pip install 'pi-lookback[mcp]'"
+        return "the MCP SDK is not installed", sdk_install_command()
     return None
+
+
+def sdk_install_command() -> str:
+    """The command that adds the MCP SDK to this Lookback's Python."""
+    from lookback.mcp import SDK_REQUIREMENT
+
+    return shlex.join([sys.executable, "-m", "pip", "install", SDK_REQUIREMENT])
 
 
 def check_freshness(situation: Situation) -> list[Finding]:
@@ -471,7 +552,7 @@ def render(findings: list[Finding]) -> str:
     lines = []
     for finding in findings:
         lines.append(f"{marks[finding.status]}  {finding.check}: {finding.summary}")
-        if finding.fix and finding.status == PROBLEM:
+        if finding.fix and finding.status != OK:
             lines.append(f"         fix: {finding.fix}")
     problems = sum(1 for f in findings if f.status == PROBLEM)
     lines.append(f"\n{problems} problem{'s' if problems != 1 else ''} found" if problems

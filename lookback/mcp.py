@@ -21,8 +21,8 @@ is refused before the SDK sees it, and every tool call carries the request's
 ``Authorization`` header into ``ReaderApp.handle``, so a token reads only its projects.
 
 This module (the tools' logic and text, the HTTP guard) needs no SDK;
-``lookback.mcp_server`` holds the SDK's server and transports
-(``pip install 'pi-lookback[mcp]'``), imported only when ``lookback mcp`` runs.
+``lookback.mcp_server`` holds the SDK's server and transports (the ``mcp`` extra,
+``SDK_REQUIREMENT``), imported only when ``lookback mcp`` runs.
 """
 
 from __future__ import annotations
@@ -80,13 +80,22 @@ class ToolRefused(UserError):
     code = "tool-refused"
 
 
+#: The SDK ``lookback mcp`` needs (the ``mcp`` extra of pyproject.toml).
+SDK_REQUIREMENT = "mcp>=2.3,<3"
+
+
 def require_sdk() -> None:
-    """Raise a UserError naming the extra when the MCP SDK is not installed."""
+    """Raise a UserError naming the command that installs the MCP SDK into this Python."""
     try:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
-        raise UserError("`lookback mcp` needs the MCP SDK: pip install 'pi-lookback[mcp]'") \
-            from None
+        import shlex
+        import sys
+
+        install = shlex.join([sys.executable, "-m", "pip", "install", SDK_REQUIREMENT])
+        raise UserError(f"`lookback mcp` needs the MCP SDK in this Lookback's Python: {install} "
+                        "(from a clone: pip install -e '.[mcp]'; installed with uv: uv tool "
+                        f"install --with '{SDK_REQUIREMENT}' <the same source>)") from None
 
 
 class HistoryTools:

@@ -134,8 +134,10 @@ def test_the_cli_command_answers_with_the_settings_reader(monkeypatch, capsys, r
 
 
 def test_install_writes_a_hook_that_runs(monkeypatch, capsys, tmp_path, reader_url):
+    """Into the project's personal settings.local.json: it names this machine's Python, so
+    it was wrong in the shared settings.json a team commits."""
     project = tmp_path / "project"
-    settings_file = project / ".claude" / "settings.json"
+    settings_file = project / ".claude" / "settings.local.json"
     settings_file.parent.mkdir(parents=True)
     other = {"hooks": [{"type": "command", "command": "echo other"}]}
     settings_file.write_text(json.dumps({"model": "x", "hooks": {"UserPromptSubmit": [other]}}))
@@ -145,6 +147,7 @@ def test_install_writes_a_hook_that_runs(monkeypatch, capsys, tmp_path, reader_u
     written = json.loads(settings_file.read_text())
     groups = written["hooks"]["UserPromptSubmit"]
     assert written["model"] == "x" and groups[0] == other and len(groups) == 2
+    assert not (project / ".claude" / "settings.json").exists()
     hook = groups[1]["hooks"][0]
     assert hook["type"] == "command" and "claude_hook.py" in hook["command"]
     assert " -S -I " in hook["command"] and "--provider anthropic" in hook["command"]
@@ -164,7 +167,8 @@ def test_install_writes_through_a_symlink_and_keeps_the_files_mode(capsys, tmp_p
     link = tmp_path / "project" / ".claude" / "settings.json"
     link.parent.mkdir(parents=True)
     link.symlink_to(dotfiles)
-    assert main(["install", "claude-code", "--project", str(tmp_path / "project")]) == 0
+    assert main(["install", "claude-code", "--shared", "--project", str(tmp_path / "project")]) \
+        == 0
     assert link.is_symlink() and link.resolve() == dotfiles
     written = json.loads(dotfiles.read_text())
     assert written["env"] == {"ANTHROPIC_API_KEY": "sk-kept"}
@@ -179,7 +183,7 @@ def test_install_writes_through_a_symlink_and_keeps_the_files_mode(capsys, tmp_p
 def test_install_refuses_hooks_it_cannot_read_and_writes_nothing(capsys, tmp_path, hooks):
     """A ``hooks`` that is not an object of lists was a traceback, or was rewritten: a
     string split into its letters, a table's values dropped."""
-    settings_file = tmp_path / ".claude" / "settings.json"
+    settings_file = tmp_path / ".claude" / "settings.local.json"
     settings_file.parent.mkdir()
     text = json.dumps({"model": "x", "hooks": hooks})
     settings_file.write_text(text)
@@ -196,17 +200,22 @@ def test_install_into_a_project_folder_that_is_not_there_is_refused(capsys, tmp_
     assert not missing.exists()
 
 
-def test_install_print_shows_the_snippet(capsys, home, monkeypatch):
+def test_install_print_shows_the_change_and_makes_none(capsys, home, monkeypatch, tmp_path):
     monkeypatch.setenv("LOOKBACK_HOME", str(home))
     monkeypatch.setenv("LOOKBACK_CLAUDE_CODE__PROVIDER", "bedrock")
+    monkeypatch.chdir(tmp_path)
     assert main(["install", "claude-code", "--print"]) == 0
-    snippet = json.loads(capsys.readouterr().out)
-    command = snippet["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    printed = capsys.readouterr().out
+    target = tmp_path.resolve() / ".claude" / "settings.local.json"
+    assert printed.startswith(f"create {target}:\n--- /dev/null\n+++ {target}\n")
+    added = "".join(line[1:] for line in printed.splitlines()[4:] if line.startswith("+"))
+    command = json.loads(added)["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
     assert "--provider bedrock" in command and "--timeout-ms 1500 " in command
     assert command.endswith("--max-tokens 2500")  # capped at what Claude Code takes whole
     monkeypatch.setenv("LOOKBACK_RETRIEVAL__MAX_RETRIEVED_HISTORY_TOKENS", "800")
     assert main(["install", "claude-code", "--print"]) == 0
     assert capsys.readouterr().out.count("--max-tokens 800") == 1
+    assert not (tmp_path / ".claude").exists()
 
 
 @pytest.mark.parametrize("url, parts", [

@@ -322,14 +322,21 @@ def test_the_trust_hash_is_codexs_rule():
         != codex_config.hook_hash("UserPromptSubmit", handler)
 
 
-def test_install_print_shows_the_snippet(capsys, monkeypatch, home):
+def test_install_print_shows_every_change_and_makes_none(capsys, monkeypatch, home, tmp_path):
+    """--print showed the hooks.json snippet only, not the trust entry it adds to
+    config.toml; now each file's change, and nothing is written."""
     monkeypatch.setenv("LOOKBACK_HOME", str(home))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
     assert main(["install", "codex", "--print"]) == 0
-    snippet = json.loads(capsys.readouterr().out)
-    command = snippet["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    printed = capsys.readouterr().out
+    hooks, config = printed.split(f"create {tmp_path / 'codex' / 'config.toml'}:\n")
+    added = "".join(line[1:] for line in hooks.splitlines()[4:] if line.startswith("+"))
+    command = json.loads(added)["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
     from lookback.settings import load_settings
     assert command == codex_hook_command(load_settings({"home": str(home)}, environ={}))
     assert "--max-tokens 2500" in command
+    assert '+[hooks.state."' in config and "+trusted_hash = " in config
+    assert not (tmp_path / "codex").exists()
 
 
 def test_a_fork_counts_its_parents_contexts_up_to_the_fork_point(rollout, reader_url):

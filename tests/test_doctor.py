@@ -1,7 +1,8 @@
 """``lookback doctor`` tried as a new user would: real session folders, settings files and
-indexes in a temporary HOME. Each problem the issue names — reader down, hook missing, Pi
-package missing, a damaged index, a session 10 minutes behind — is found with the command
-that fixes it, and running that command (or its equivalent) makes the finding go away."""
+indexes in a temporary HOME. Each problem the issue names — hook missing, Pi package missing,
+a damaged index, a session 10 minutes behind — is found with the command that fixes it, and
+running that very command makes the finding go away; a fresh machine (no reader yet, sessions
+not indexed yet) is a note, not a problem: the reader starts on first use."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from lookback import cli
-from lookback.doctor import PI_PACKAGE_DIR, Finding, Situation, run_checks
+from lookback import cli, pi_package
+from lookback.doctor import Finding, Situation, run_checks
 from lookback.server import make_server
 from lookback.settings import load_settings
 from tests.server.test_freshness import entry_line
@@ -76,30 +77,76 @@ def problems(by_check: dict[str, list[dict]]) -> dict[str, list[dict]]:
 
 
 def test_a_new_user_is_told_each_problem_with_its_fix(user, capsys):
+    """Before: the reader not running yet was a problem (exit 1) whose fix was the foreground
+    `lookback serve`, and the Pi fix was `pi install <a folder a wheel does not have>`."""
     code, found = doctor(capsys)
     assert code == 1
-    assert set(problems(found)) == {"reader", "sessions: pi", "sessions: claude-code",
-                                    "pi package", "claude-code hook"}
-    assert found["reader"][0]["fix"] == "lookback serve"
+    assert set(problems(found)) == {"pi package", "claude-code hook"}
+    assert found["reader"][0]["status"] == "note"  # started on first use
+    assert found["reader"][0]["fix"] == "lookback serve --ensure"
     assert found["claude-code hook"][0]["fix"] == "lookback install claude-code --user"
-    assert found["pi package"][0]["fix"] == f"pi install {shlex.quote(str(PI_PACKAGE_DIR))}"
+    assert found["pi package"][0]["fix"] == "lookback install pi"
+    assert found["sessions: pi"][0]["status"] == "note"
     assert found["sessions: pi"][0]["details"]["not_indexed"] == 1
     assert found["sessions: pi"][0]["fix"].startswith("lookback index ")
     assert found["indexes"][0]["status"] == "note"  # nothing indexed yet
     assert "remote providers see up to internal" in found["privacy"][0]["summary"]
 
-    # The user runs the fixes the doctor named (Pi's own `pi install` writes this entry).
+    # The user runs every fix the doctor named, exactly as written.
     capsys.readouterr()
-    for fix in (found["sessions: pi"][0]["fix"], found["sessions: claude-code"][0]["fix"],
-                found["claude-code hook"][0]["fix"]):
-        assert lookback(*shlex.split(fix)[1:]) == 0
-    settings_file = user / ".pi" / "agent" / "settings.json"
-    settings_file.write_text(json.dumps({"packages": [str(PI_PACKAGE_DIR)]}))
+    for name in ("sessions: pi", "sessions: claude-code", "claude-code hook", "pi package"):
+        assert lookback(*shlex.split(found[name][0]["fix"])[1:]) == 0
     code, found = doctor(capsys)
-    assert set(problems(found)) == {"reader"}
+    assert code == 0 and problems(found) == {}
     assert found["sessions: pi"][0]["summary"].endswith("1 sessions, all indexed")
     assert found["claude-code hook"][0]["status"] == "ok"
     assert found["pi package"][0]["status"] == "ok"
+    assert found["pi package"][0]["details"]["command"] == pi_package.this_command()
+
+
+def test_the_pi_package_is_found_by_its_content_wherever_it_lies(user, capsys, tmp_path,
+                                                                 monkeypatch):
+    """Doctor took any source with "lookback" in its path for the extension, and compared
+    a relative source (as Pi 1.x writes it, from the settings file's folder) with the
+    current folder: from a clone in a folder without that word, `pi install` of the real
+    extension was reported missing (tests/e2e/test_doctor_clients.py), while a folder named
+    `lookback-notes` or a packed tarball, which makes every Pi run fail, passed."""
+    settings_file = user / ".pi" / "agent" / "settings.json"
+    shipped = pi_package.shipped_dir()
+    assert shipped is not None
+    neutral = tmp_path / "neutral" / "ext"
+    shutil.copytree(shipped, neutral)
+    (tmp_path / "lookback-notes").mkdir()
+
+    def pi_finding(packages: list) -> dict:
+        settings_file.write_text(json.dumps({"packages": packages}))
+        return doctor(capsys)[1]["pi package"][0]
+
+    assert pi_finding([str(tmp_path / "lookback-notes")])["status"] == "problem"
+    relative = os.path.relpath(neutral, settings_file.parent)  # what `pi install` writes
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no `lookback` there
+    found = pi_finding([relative])
+    # Found, by content; its command is `lookback` on a PATH that has none: a problem.
+    assert found["details"]["package"] == str(settings_file.parent / relative)
+    assert found["summary"].endswith("starts the reader with lookback, which is not found on "
+                                     "the PATH")
+    assert found["fix"] == "lookback install pi"
+
+    packed = tmp_path / "lookback-pi-0.1.0.tgz"
+    import tarfile
+    with tarfile.open(packed, "w:gz") as archive:
+        archive.add(neutral / "package.json", "package/package.json")
+    found = pi_finding([str(packed)])
+    assert found["status"] == "problem" and "packed tarball" in found["summary"]
+    assert found["fix"] == f"pi remove {packed} && lookback install pi"
+
+    # `lookback install pi` replaces the entries that are Lookback's, wherever they lie.
+    settings_file.write_text(json.dumps({"packages": ["npm:other", relative]}))
+    capsys.readouterr()
+    assert lookback("install", "pi") == 0
+    packages = json.loads(settings_file.read_text())["packages"]
+    assert packages == ["npm:other", str(user / "lookback-data" / "pi-extension")]
+    assert doctor(capsys)[1]["pi package"][0]["status"] == "ok"
 
 
 def test_a_running_reader_is_found_with_its_version_and_mode(user, capsys):
@@ -162,7 +209,9 @@ def test_a_session_ten_minutes_behind_is_found_and_indexing_it_fixes_it(user, ca
 def test_text_output_names_each_problem_and_its_fix(user, capsys):
     assert cli.main(["doctor"]) == 1
     text = capsys.readouterr().out
-    assert "PROBLEM  reader: no reader answers" in text and "fix: lookback serve" in text
+    assert "PROBLEM  pi package: the Lookback package is not in" in text
+    assert "fix: lookback install pi" in text
+    assert "note     reader: no reader answers" in text and "fix: lookback serve --ensure" in text
     assert text.rstrip().endswith("problems found")
 
 
@@ -233,7 +282,9 @@ def test_an_mcp_registration_whose_command_is_gone_is_a_problem(user, capsys):
     _, found = doctor(capsys)
     finding = found["mcp: claude-code"][0]
     assert finding["status"] == "problem" and "is not found" in finding["summary"]
-    assert finding["fix"].startswith("claude mcp add --scope user lookback -- lookback mcp")
+    assert finding["fix"] == ("claude mcp remove --scope user lookback && claude mcp add --scope "
+                              f"user lookback -- {sys.executable} -P -m lookback mcp --provider "
+                              "anthropic")
     claude_json.write_text(json.dumps({"mcpServers": {"lookback": {
         "type": "stdio", "command": sys.executable, "args": ["-m", "lookback.cli", "mcp"]}}}))
     _, found = doctor(capsys)
@@ -252,7 +303,7 @@ def test_codex_hook_missing_untrusted_or_changed_is_found_and_install_fixes_it(
     code, found = doctor(capsys)
     assert found["codex hook"][0]["status"] == "problem"
     assert found["codex hook"][0]["fix"] == "lookback install codex"
-    assert found["sessions: codex"][0]["status"] == "problem"
+    assert found["sessions: codex"][0]["status"] == "note"
     assert found["sessions: codex"][0]["details"]["not_indexed"] == 4
     for fix in (found["codex hook"][0]["fix"], found["sessions: codex"][0]["fix"]):
         assert lookback(*shlex.split(fix)[1:]) == 0

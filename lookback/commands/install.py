@@ -1,25 +1,39 @@
-"""``lookback install claude-code|codex``: add the Lookback hook to the agent's settings.
+"""``lookback install pi|claude-code|codex``: wire Lookback into an agent, with absolute
+commands, so nothing depends on the PATH the agent runs with; ``lookback uninstall`` (its
+own module) removes what this writes, and ``--print`` shows each change without making it.
 
-Claude Code: writes (or merges into) ``<project>/.claude/settings.json`` — ``--user`` for
-``~/.claude/settings.json`` — one ``UserPromptSubmit`` command hook. Codex: the same hook in
-``$CODEX_HOME/hooks.json`` (default ``~/.codex``) and its trust entry in
-``$CODEX_HOME/config.toml`` (``lookback.codex_config``), without which ``codex exec`` skips it
-silently. The command runs ``lookback/claude_hook.py`` (``codex_hook.py``) with this Python
-under ``-S -I`` (no ``site``, no environment: the cheapest start) and the reader's address,
-provider, timeout and evidence budget from the settings baked in as flags. Other hooks in the
-file are kept; a previous Lookback hook is replaced in place, so re-running is harmless.
+- **pi**: copies the extension this Lookback ships (``lookback.pi_package``) into
+  ``<home>/pi-extension`` with ``lookback.json``, this install's command (the extension starts
+  the reader with it), and lists that folder in ``packages`` of Pi's ``settings.json``
+  (``$PI_CODING_AGENT_DIR``, default ``~/.pi/agent``) — in place of any earlier Lookback
+  entry, so Pi never loads two.
+- **claude-code**: one ``UserPromptSubmit`` command hook in the project's personal
+  ``.claude/settings.local.json`` (``--shared``: ``.claude/settings.json``, committed with the
+  project; ``--user``: the user's ``settings.json``).
+- **codex**: the same hook in ``$CODEX_HOME/hooks.json`` (default ``~/.codex``) and its trust
+  entry in ``$CODEX_HOME/config.toml`` (``lookback.codex_config``), without which ``codex
+  exec`` skips it silently.
+
+A hook runs ``lookback/claude_hook.py`` (``codex_hook.py``) with this Python under ``-S -I``
+(no ``site``, no environment: the cheapest start) and the reader's address, provider, timeout
+and evidence budget from the settings baked in as flags. Other hooks and keys in the files are
+kept, in the file's own JSON layout; a previous Lookback hook is replaced in place, so
+re-running is harmless.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import os
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lookback import claude_hook, codex_config, codex_hook
+from lookback import claude_hook, codex_config, codex_hook, pi_package
 from lookback.commands.common import add_command, load
 from lookback.commands.hook import codex_budget, hook_budget
 from lookback.errors import UserError
@@ -28,26 +42,43 @@ from lookback.settings import Settings
 #: Marks the hook entry this command owns, so a re-run replaces it.
 MARK = "claude_hook.py"
 CODEX_MARK = "codex_hook.py"
+AGENTS = ("pi", "claude-code", "codex")
 
 
-SUMMARY = "install an agent integration: `lookback install claude-code|codex`"
-DESCRIPTION = """Add the Lookback UserPromptSubmit hook to Claude Code's settings (project
-.claude/settings.json by default) or to Codex's ($CODEX_HOME/hooks.json, trusted in its
-config.toml). Start `lookback serve` for it to answer; without a reader the hook adds nothing."""
+SUMMARY = "wire Lookback into an agent: `lookback install pi|claude-code|codex`"
+DESCRIPTION = """Wire Lookback into an agent with absolute commands (this install's Python), so
+nothing depends on the agent's PATH. pi: copy the Pi extension shipped with Lookback into
+<home>/pi-extension, record this install's command beside it and add it to the packages of
+Pi's settings.json. claude-code: a UserPromptSubmit hook in the project's personal
+.claude/settings.local.json (--shared: .claude/settings.json, committed with the project;
+--user: ~/.claude/settings.json). codex: the hook in $CODEX_HOME/hooks.json, trusted in its
+config.toml. Nothing to start afterwards: the extension and the hooks start the reader on first
+use. --print shows every change without making it; `lookback uninstall AGENT` removes what this
+wrote."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "install", run, SUMMARY, DESCRIPTION)
-    parser.add_argument("agent", choices=["claude-code", "codex"])
+    add_arguments(parser)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The agent and where its settings are: shared by ``install`` and ``uninstall``."""
+    parser.add_argument("agent", choices=AGENTS)
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--project", type=Path, default=None,
-                       help="Claude Code: project folder whose .claude/settings.json gets "
-                            "the hook (default: the current folder)")
+                       help="Claude Code: the project folder (default: the current folder)")
     where.add_argument("--user", action="store_true",
-                       help="Claude Code: write ~/.claude/settings.json (every project) "
-                            "instead (Codex's hooks are always the user's)")
+                       help="Claude Code: the user's settings.json (every project) instead")
+    parser.add_argument("--shared", action="store_true",
+                        help="Claude Code: the project's shared .claude/settings.json "
+                             "instead of the personal .claude/settings.local.json")
     parser.add_argument("--print", action="store_true",
-                        help="print the settings snippet instead of writing a file")
+                        help="print every change (files and diffs) instead of making it")
+
+
+# ---------------------------------------------------------------------------------------------
+# The hook commands
 
 
 def hook_command(settings: Settings, python: str = sys.executable) -> str:
@@ -95,12 +126,7 @@ def merged(existing: dict[str, Any], entry: dict[str, Any], source: Path,
     UserPromptSubmit hook: in the place of the previous one (Codex's trust keys name
     positions), else last. UserError when their ``hooks`` are not shaped as the agents
     read them: guessing would split a string into letters or drop a table's values."""
-    hooks = existing.get("hooks") or {}
-    present = hooks.get("UserPromptSubmit") or [] if isinstance(hooks, dict) else None
-    if not isinstance(present, list):
-        raise UserError(f"{source}: `hooks` must be an object and its `UserPromptSubmit` a "
-                        "list; fix or move it first")
-    hooks = dict(hooks)
+    hooks, present = _hook_list(existing, source)
     groups: list[Any] = []
     placed = False
     for group in present:
@@ -113,12 +139,151 @@ def merged(existing: dict[str, Any], entry: dict[str, Any], source: Path,
     return {**existing, "hooks": hooks}
 
 
-def install_codex(settings: Settings, home: Path) -> tuple[Path, Path]:
-    """Write the hook into ``home/hooks.json`` and trust it in ``home/config.toml``;
-    (hooks file, config file). Both are checked before either is written."""
+def without_hook(existing: dict[str, Any], source: Path,
+                 mark: str = MARK) -> tuple[dict[str, Any], list[int]]:
+    """``existing`` without Lookback's UserPromptSubmit groups, and their positions; the
+    list and ``hooks`` go too when nothing else is in them (install created them)."""
+    hooks, present = _hook_list(existing, source)
+    removed = [i for i, group in enumerate(present) if mark in json.dumps(group)]
+    if not removed:
+        return existing, []
+    kept = [group for i, group in enumerate(present) if i not in removed]
+    document = dict(existing)
+    if kept:
+        hooks["UserPromptSubmit"] = kept
+    else:
+        hooks.pop("UserPromptSubmit", None)
+    if hooks:
+        document["hooks"] = hooks
+    else:
+        document.pop("hooks", None)
+    return document, removed
+
+
+def _hook_list(existing: dict[str, Any], source: Path) -> tuple[dict[str, Any], list[Any]]:
+    hooks = existing.get("hooks") or {}
+    present = hooks.get("UserPromptSubmit") or [] if isinstance(hooks, dict) else None
+    if not isinstance(present, list):
+        raise UserError(f"{source}: `hooks` must be an object and its `UserPromptSubmit` a "
+                        "list; fix or move it first")
+    return dict(hooks), present
+
+
+# ---------------------------------------------------------------------------------------------
+# Changes: planned, printed or made
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file written (``text``) or removed (``text`` None); ``before`` is its text now."""
+
+    path: Path
+    text: str | None
+    before: str | None
+    diff: bool = True  # --print shows a diff (settings) or only the file and its size (copies)
+
+
+def change(path: Path, text: str | None) -> Change | None:
+    """The change that makes ``path`` hold ``text`` (None: absent), or None when it does."""
+    before = path.read_text(encoding="utf-8") if path.exists() else None
+    return None if before == text else Change(path, text, before)
+
+
+def json_change(path: Path, document: dict[str, Any], before: dict[str, Any]) -> Change | None:
+    """The change that writes ``document`` to the JSON file ``path`` in the file's own layout
+    (its indent and final newline, as the agents write them); the file goes when install
+    created it and nothing else is left in it."""
+    if document == before:
+        return None
+    text = path.read_text(encoding="utf-8") if path.exists() else None
+    if not document and text is not None:
+        return Change(path, None, text)
+    return change(path, codex_config.json_like(document, text))
+
+
+def describe(changes: list[Change]) -> str:
+    """What ``--print`` shows: each file written or removed, settings as a unified diff."""
+    lines = []
+    for item in changes:
+        if item.text is None:
+            lines.append(f"remove {item.path}")
+        elif not item.diff:
+            lines.append(f"write {item.path} ({len(item.text.encode())} bytes)")
+        else:
+            lines.append(f"{'change' if item.before is not None else 'create'} {item.path}:")
+            lines.extend(line.rstrip("\n") for line in difflib.unified_diff(
+                (item.before or "").splitlines(keepends=True),
+                item.text.splitlines(keepends=True),
+                fromfile=str(item.path) if item.before is not None else "/dev/null",
+                tofile=str(item.path)))
+    return "\n".join(lines) if lines else "nothing to change"
+
+
+def apply(changes: list[Change]) -> None:
+    """Make the changes in order (atomic per file; links and modes kept)."""
+    for item in changes:
+        if item.text is None:
+            os.unlink(os.path.realpath(item.path))
+        else:
+            codex_config.write_atomically(item.path, item.text)
+
+
+def finish(args: argparse.Namespace, changes: list[Change], done: str) -> int:
+    if args.print:
+        print(describe(changes))
+        return 0
+    apply(changes)
+    print(done if changes else "already so: nothing changed")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Where each agent's settings are
+
+
+def claude_settings_file(args: argparse.Namespace) -> Path:
+    if args.user:
+        if args.shared:
+            raise UserError("--shared names a project's file; drop it with --user")
+        configured = os.environ.get("CLAUDE_CONFIG_DIR")
+        return (Path(configured) if configured else Path.home() / ".claude") / "settings.json"
+    base = (args.project or Path.cwd()).expanduser()
+    if not base.is_dir():  # a mistyped --project: never create it, nor install there
+        raise UserError(f"{base}: no such project folder")
+    name = "settings.json" if args.shared else "settings.local.json"
+    return base.resolve() / ".claude" / name
+
+
+def pi_settings_file() -> Path:
+    return pi_package.agent_dir(dict(os.environ), Path.home()) / "settings.json"
+
+
+def pi_extension_dir(settings: Settings) -> Path:
+    return Path(settings.home) / pi_package.INSTALLED_DIR
+
+
+def claude_flags_only(args: argparse.Namespace) -> None:
+    if args.project is not None or args.user or args.shared:
+        raise UserError(f"{args.agent}: --project, --user and --shared are Claude Code's; drop "
+                        "them")
+
+
+# ---------------------------------------------------------------------------------------------
+# Install
+
+
+def install_claude(settings: Settings, target: Path) -> list[Change]:
+    before = codex_config.read_json(target)
+    found = json_change(target, merged(before, hook_entry(settings), target), before)
+    return [found] if found else []
+
+
+def install_codex_changes(settings: Settings, home: Path) -> list[Change]:
+    """The hook in ``home/hooks.json`` and its trust in ``home/config.toml``; both are
+    checked before either is written."""
     hooks_file, config_file = home / "hooks.json", home / "config.toml"
-    document = merged(codex_config.read_json(hooks_file), codex_hook_entry(settings),
-                      hooks_file, CODEX_MARK)
+    before = codex_config.read_json(hooks_file)
+    document = merged(before, codex_hook_entry(settings), hooks_file, CODEX_MARK)
     codex_config.read_toml(config_file)  # a broken file is the user's to fix, not ours
     groups = document["hooks"]["UserPromptSubmit"]
     position = next(i for i, g in enumerate(groups) if CODEX_MARK in json.dumps(g))
@@ -127,39 +292,78 @@ def install_codex(settings: Settings, home: Path) -> tuple[Path, Path]:
     text = config_file.read_text(encoding="utf-8") if config_file.exists() else ""
     trusted = codex_config.with_trust(text, key,
                                       codex_config.hook_hash("UserPromptSubmit", handler))
-    codex_config.write_atomically(hooks_file, json.dumps(document, indent=2) + "\n")
-    codex_config.write_atomically(config_file, trusted)
-    return hooks_file, config_file
+    return [c for c in (json_change(hooks_file, document, before), change(config_file, trusted))
+            if c]
+
+
+def install_codex(settings: Settings, home: Path) -> tuple[Path, Path]:
+    """Write the hook into ``home/hooks.json`` and trust it in ``home/config.toml``;
+    (hooks file, config file)."""
+    apply(install_codex_changes(settings, home))
+    return home / "hooks.json", home / "config.toml"
+
+
+def install_pi(settings: Settings, settings_file: Path) -> list[Change]:
+    """The extension's copy (this install's command beside it), then Pi's ``packages``."""
+    shipped = pi_package.shipped_dir()
+    if shipped is None:
+        raise UserError("this Lookback has no Pi extension beside it (package data "
+                        "lookback/integrations/pi): reinstall Lookback")
+    folder = pi_extension_dir(settings)
+    wanted = {name: data.decode("utf-8") for name, data in
+              pi_package.shipped_files(shipped).items()}
+    wanted[pi_package.COMMAND_FILE] = json.dumps(
+        {"command": pi_package.this_command()}, indent=2) + "\n"
+    changes = [c for name, text in sorted(wanted.items())
+               if (c := change(folder / name, text))]
+    changes += [Change(folder / name, None, None) for name in copied_files(folder)
+                if name not in wanted]
+    changes = [Change(c.path, c.text, c.before, diff=c.path.name == pi_package.COMMAND_FILE)
+               for c in changes]
+    before = codex_config.read_json(settings_file)
+    packages = before.get("packages", [])
+    if not isinstance(packages, list):
+        raise UserError(f"{settings_file}: `packages` must be a list; fix or move it first")
+    ours = {e.position for e in pi_package.lookback_entries(settings_file, before)}
+    ours |= {i for i, entry in enumerate(packages) if lists_folder(entry, settings_file, folder)}
+    listed = [entry for i, entry in enumerate(packages) if i not in ours]
+    listed.insert(min(ours) if ours else len(listed), str(folder))
+    found = json_change(settings_file, {**before, "packages": listed}, before)
+    return changes + ([found] if found else [])
+
+
+def copied_files(folder: Path) -> list[str]:
+    """The extension's files in an installed copy, the command file included."""
+    if not folder.is_dir():
+        return []
+    names = list(pi_package.shipped_files(folder))
+    return names + ([pi_package.COMMAND_FILE] if (folder / pi_package.COMMAND_FILE).exists()
+                    else [])
+
+
+def lists_folder(entry: Any, settings_file: Path, folder: Path) -> bool:
+    """Whether a ``packages`` entry is the installed copy's folder (even once it is gone)."""
+    source = entry.get("source") if isinstance(entry, dict) else entry
+    path = pi_package.resolve_source(source, settings_file) if isinstance(source, str) else None
+    return path is not None and os.path.abspath(path) == os.path.abspath(folder)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
+    if args.agent == "claude-code":
+        target = claude_settings_file(args)
+        return finish(args, install_claude(settings, target),
+                      f"installed the Lookback UserPromptSubmit hook in {target}; it starts the "
+                      "reader on first use")
+    claude_flags_only(args)
     if args.agent == "codex":
-        return _run_codex(args, settings)
-    entry = hook_entry(settings)
-    if args.print:
-        print(json.dumps({"hooks": {"UserPromptSubmit": [entry]}}, indent=2))
-        return 0
-    base = (Path.home() if args.user else (args.project or Path.cwd())).expanduser()
-    if not base.is_dir():  # a mistyped --project: never create it, nor install there
-        raise UserError(f"{base}: no such project folder")
-    target = base.resolve() / ".claude" / "settings.json"
-    document = merged(codex_config.read_json(target), entry, target)
-    codex_config.write_atomically(target, json.dumps(document, indent=2) + "\n")
-    print(f"installed the Lookback UserPromptSubmit hook in {target}; "
-          "start `lookback serve` for it to answer")
-    return 0
-
-
-def _run_codex(args: argparse.Namespace, settings: Settings) -> int:
-    if args.project is not None or args.user:
-        raise UserError("Codex reads hooks from $CODEX_HOME/hooks.json only: drop "
-                        "--project/--user")
-    if args.print:
-        print(json.dumps({"hooks": {"UserPromptSubmit": [codex_hook_entry(settings)]}},
-                         indent=2))
-        return 0
-    hooks_file, config_file = install_codex(settings, codex_config.codex_home())
-    print(f"installed the Lookback UserPromptSubmit hook in {hooks_file} and trusted it in "
-          f"{config_file}; start `lookback serve` for it to answer")
-    return 0
+        home = codex_config.codex_home()
+        return finish(args, install_codex_changes(settings, home),
+                      f"installed the Lookback UserPromptSubmit hook in {home / 'hooks.json'} "
+                      f"and trusted it in {home / 'config.toml'}; it starts the reader on first "
+                      "use")
+    settings_file = pi_settings_file()
+    return finish(args, install_pi(settings, settings_file),
+                  f"installed the Lookback extension in {pi_extension_dir(settings)} and listed "
+                  f"it in {settings_file}; it starts the reader with "
+                  f"{shlex.join(pi_package.this_command())} on first use")

@@ -17,7 +17,7 @@ DEFAULT_HTTP_PORT_OFFSET = 1
 SUMMARY = "MCP server: history_search, history_read, lookback_status"
 DESCRIPTION = """Serve Lookback's history tools to MCP clients (Claude Code, Pi, Codex), on
 stdio (the client starts it) or streamable HTTP at /mcp behind the reader's tokens and guards.
-Needs pip install 'pi-lookback[mcp]'."""
+Needs the MCP SDK (the mcp extra; lookback mcp names the command that installs it)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

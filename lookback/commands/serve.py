@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
     parser.add_argument("--mcp", action="store_true",
                         help="also serve the MCP tools at /mcp (streamable HTTP, the same "
-                             "tokens and guards; needs pip install 'pi-lookback[mcp]')")
+                             "tokens and guards; needs the MCP SDK, the mcp extra: docs/mcp.md)")
     parser.add_argument("--mcp-provider", help="with --mcp: the provider MCP clients' results "
                         "are for (default: an unnamed remote provider; a client may name one "
                         "in its URL: /mcp?provider=anthropic)")

@@ -1,17 +1,20 @@
 """`lookback doctor` reads what the real clients write: Pi 1.x's `pi install` (settings.json
-packages) and `pi mcp add` (mcp.json), Claude Code's `claude mcp add --scope user`
-(~/.claude.json), Codex's `codex mcp add` (config.toml) — each turns its finding from a problem
-or note into ok; and a hook `lookback install codex` wrote is one the real Codex runs."""
+packages, a path relative to the settings file's folder) and `pi mcp add` (mcp.json), Claude
+Code's `claude mcp add --scope user` (~/.claude.json), Codex's `codex mcp add` (config.toml) —
+each turns its finding from a problem or note into ok, run exactly as the doctor words its
+fix; and a hook `lookback install codex` wrote is one the real Codex runs. The Pi package is
+found by its content: this failed from a clone in a folder without "lookback" in its name."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
-from lookback.doctor import PI_PACKAGE_DIR
+from lookback import pi_package
 
 from .claude_harness import install_claude
 from .codex_harness import install_codex
@@ -47,21 +50,36 @@ def test_doctor_sees_what_pi_and_claude_code_wrote(tmp_path):
     env.update(node_env, HOME=str(home), LOOKBACK_HOME=str(tmp_path / "data"),
                PI_OFFLINE="1", DISABLE_AUTOUPDATER="1",
                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+    # As the README leaves it: this Lookback in its venv, none on the PATH.
+    env["PATH"] = os.pathsep.join(folder for folder in env["PATH"].split(os.pathsep)
+                                  if not (Path(folder) / "lookback").exists())
 
     before = doctor(env, project)
     assert before["pi package"]["status"] == "problem"
     assert before["mcp: pi"]["status"] == "note" and before["mcp: claude-code"]["status"] == "note"
 
-    run([str(pi), "install", str(PI_PACKAGE_DIR)], env, project)
-    run([str(pi), "mcp", "add", "lookback", "--exposure", "direct", "--", LOOKBACK, "mcp"],
-        env, project)
-    run([*claude, "mcp", "add", "--scope", "user", "lookback", "--", LOOKBACK, "mcp",
-         "--provider", "anthropic"], env, project)
+    # Pi's own `pi install` of the extension (as from a clone) is found, whatever the folder's
+    # name; it starts the reader with `lookback` from a PATH that has none: doctor says so.
+    shipped = pi_package.shipped_dir()
+    assert shipped is not None
+    run([str(pi), "install", str(shipped)], env, project)
+    found = doctor(env, project)["pi package"]
+    assert found["details"]["package"] != "" and "not found on the PATH" in found["summary"]
+    assert found["fix"] == "lookback install pi"
+
+    # The fixes, exactly as the doctor words them (the MCP ones name this Python).
+    for fix in (found["fix"], before["mcp: pi"]["summary"].split("(optional): ")[1],
+                before["mcp: claude-code"]["summary"].split("(optional): ")[1]):
+        program, *rest = shlex.split(fix)
+        command = {"lookback": [LOOKBACK], "pi": [str(pi)], "claude": claude}[program]
+        run([*command, *rest], env, project)
 
     after = doctor(env, project)
     assert after["pi package"]["status"] == "ok", after["pi package"]
     assert after["mcp: pi"]["status"] == "ok", after["mcp: pi"]
     assert after["mcp: claude-code"]["status"] == "ok", after["mcp: claude-code"]
+    settings = json.loads((home / ".pi" / "agent" / "settings.json").read_text())
+    assert settings["packages"] == [str(tmp_path / "data" / "pi-extension")]  # in Pi's place
 
 
 def test_doctor_sees_what_codex_wrote(tmp_path):
@@ -80,8 +98,9 @@ def test_doctor_sees_what_codex_wrote(tmp_path):
     assert before["mcp: codex"]["status"] == "note"
 
     run([LOOKBACK, "install", "codex"], env, project)
-    run([str(codex), "mcp", "add", "lookback", "--", LOOKBACK, "mcp", "--provider", "openai"],
-        env, project)
+    program, *rest = shlex.split(before["mcp: codex"]["summary"].split("(optional): ")[1])
+    assert program == "codex"
+    run([str(codex), *rest], env, project)
 
     after = doctor(env, project)
     assert after["codex hook"]["status"] == "ok", after["codex hook"]

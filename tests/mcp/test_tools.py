@@ -149,11 +149,14 @@ def test_neighbours_follow_the_entrys_own_branch_and_skip_summaries(tmp_path, ho
         app.close()
 
 
-def test_without_the_sdk_lookback_mcp_names_the_extra(monkeypatch, capsys):
+def test_without_the_sdk_lookback_mcp_names_the_command_that_installs_it(monkeypatch, capsys):
+    """It named `pip install 'pi-lookback[mcp]'`, a package not on PyPI; the command it names
+    now installs the SDK into this Python (tests/e2e/test_wheel_install.py runs it)."""
     from lookback import cli
 
+    install = f"{sys.executable} -m pip install 'mcp>=2.3,<3'"
     monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)  # as if not installed
     assert cli.main(["mcp"]) == 2
-    assert "pip install 'pi-lookback[mcp]'" in capsys.readouterr().err
+    assert install in capsys.readouterr().err
     assert cli.main(["serve", "--mcp", "--port", "0"]) == 2
-    assert "pip install 'pi-lookback[mcp]'" in capsys.readouterr().err
+    assert install in capsys.readouterr().err

@@ -45,7 +45,7 @@ export class ReaderStarter {
 		this.asked = true;
 		const args = ["serve", "--ensure", "--started-by", "pi", "--port", String(port)];
 		try {
-			const child = spawn(this.settings.lookbackCommand, args, { detached: true, stdio: "ignore" });
+			const child = spawn(this.settings.lookbackCommand, [...this.settings.lookbackArgs, ...args], { detached: true, stdio: "ignore" });
 			child.on("error", (error: NodeJS.ErrnoException) => this.log(`reader start failed: ${error.code ?? error.name}`));
 			child.unref();
 			this.log("reader not running: lookback serve --ensure");

@@ -4,9 +4,10 @@ import assert from "node:assert/strict";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { test } from "node:test";
 import { ReaderStarter, loopbackPort } from "../src/autostart.ts";
-import { readSettings } from "../src/settings.ts";
+import { readInstalledCommand, readSettings } from "../src/settings.ts";
 
 test("only loopback http URLs name a port to start a reader on", () => {
 	assert.equal(loopbackPort("http://127.0.0.1:8765"), 8765);
@@ -55,4 +56,21 @@ test("LOOKBACK_AUTOSTART=0 and a remote reader start nothing; a missing command 
 	new ReaderStarter(readSettings({ LOOKBACK_COMMAND: missing }), (l) => lines.push(l)).refused();
 	await until(() => lines.some((l) => l.startsWith("reader start failed")));
 	assert.ok(lines.includes("reader start failed: ENOENT"));
+});
+
+test("the command lookback install pi recorded starts the reader, with its arguments first", async () => {
+	const { command, calls } = recordingCommand();
+	const file = join(mkdtempSync(join(tmpdir(), "lookback-installed-")), "lookback.json");
+	writeFileSync(file, JSON.stringify({ command: [command, "-P", "-m", "lookback"] }));
+	const installed = readInstalledCommand(pathToFileURL(file));
+	assert.deepEqual(installed, [command, "-P", "-m", "lookback"]);
+	new ReaderStarter(readSettings({ LOOKBACK_URL: "http://127.0.0.1:9124" }, installed), () => {}).refused();
+	await until(() => calls().length === 1 && calls()[0].endsWith("9124")); // the line whole
+	assert.deepEqual(calls(), ["-P -m lookback serve --ensure --started-by pi --port 9124"]);
+	// LOOKBACK_COMMAND still wins; an unreadable or malformed record means `lookback` on PATH.
+	assert.equal(readSettings({ LOOKBACK_COMMAND: "/x/lookback" }, installed).lookbackCommand, "/x/lookback");
+	writeFileSync(file, JSON.stringify({ command: [] }));
+	assert.equal(readInstalledCommand(pathToFileURL(file)), undefined);
+	assert.equal(readInstalledCommand(pathToFileURL(`${file}.missing`)), undefined);
+	assert.deepEqual(readSettings({}, undefined).lookbackCommand, "lookback");
 });
