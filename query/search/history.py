@@ -7,8 +7,9 @@ scope: ``branch`` (default: the current branch, live
 context included), ``session`` (every branch of the session) or ``project`` (every
 session of the project). Automatic retrieval never widens its scope; only this
 explicit call does. A request naming only a project searches from its most recently
-updated session. Results still pass the provider's privacy policy, since a tool
-result reaches the model too.
+updated session that has entries; ``project`` scope searches the project even from a
+session that has none yet (its file holds only its header). Results still pass the
+provider's privacy policy, since a tool result reaches the model too.
 
 ``source`` reads one entry whole, and on request its neighbours on the branch: the
 entries before it (its ancestors) and after it (on the session's current branch when
@@ -112,6 +113,8 @@ class HistorySearch:
     def _scope(self, connection: apsw.Connection, path: Any, session_id: str, scope: str,
                leaf_id: str | None) -> tuple[Scope, set[str]]:
         leaf = leaf_id or leaf_of(connection, session_id)
+        if leaf is None and scope == "project":  # a session with no entry yet: no branch,
+            return Scope(), set()  # but the project's history is searchable all the same
         if leaf is None:
             raise NotIndexed("session not indexed")
         branch = self.reader.branch(connection, path, session_id, leaf)

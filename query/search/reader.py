@@ -73,8 +73,11 @@ class SessionRef:
 
 
 def _latest_session(connection: apsw.Connection) -> str:
-    row = connection.execute("SELECT session_id FROM sessions"
-                             " ORDER BY updated_at DESC, rowid DESC LIMIT 1").fetchone()
+    """The session a request naming only the project is about: the most recently updated
+    one that has entries (a session just started, its file holding only its header, has
+    no branch yet and would hide the project's history), else the newest."""
+    row = connection.execute("SELECT session_id FROM sessions ORDER BY leaf_id IS NULL,"
+                             " updated_at DESC, rowid DESC LIMIT 1").fetchone()
     if row is None:
         raise NotIndexed("the project has no indexed session")
     return row[0]
