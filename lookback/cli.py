@@ -18,7 +18,7 @@ from lookback.errors import LookbackError, UserError
 
 COMMANDS = ("index", "status", "reindex", "retrieve", "search", "show", "serve", "watch",
             "worker", "context", "hook", "install", "uninstall", "owner", "mcp", "doctor",
-            "completion")
+            "config", "completion")
 
 #: What ``lookback``'s exit status means, for every command (docs/usage.md says the same;
 #: tests/test_docs.py keeps them equal).
@@ -56,8 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lookback {version()}")
     parser.add_argument("--home", help="data directory (default: $LOOKBACK_HOME or the "
                         "platform data dir)")
-    parser.add_argument("--config", help="settings file (default: $LOOKBACK_CONFIG or "
-                        "<home>/config.toml)")
+    parser.add_argument("--config", help="settings file (default: $LOOKBACK_CONFIG, else "
+                        "config.toml in the platform's config folder; `lookback config` "
+                        "shows which)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:

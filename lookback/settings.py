@@ -2,8 +2,10 @@
 
 Every setting, its type and its default is declared once, below, as a typed
 section (``msgspec`` structs: frozen, unknown keys refused). The file is
-``$LOOKBACK_CONFIG`` if set, else ``config.toml`` in the data directory
-(``$LOOKBACK_HOME``, default the platform data dir). Every setting has a
+``$LOOKBACK_CONFIG`` if set, else ``config.toml`` in the platform's config folder
+(``~/.config/lookback`` on Linux); ``config.toml`` in the data directory, where it
+used to live, is still read when that one does not exist, with a note saying where
+to move it (``settings_file``). Every setting has a
 variable: ``LOOKBACK_<KEY>`` for a top-level key and ``LOOKBACK_<SECTION>__<KEY>``
 inside a section (``LOOKBACK_RETRIEVAL__MAX_RESULTS=5``). A variable's text is
 read as the setting's type: numbers and booleans (``true``/``false``/``1``/``0``)
@@ -227,25 +229,101 @@ VARIABLE_NAMES = {"sessions_dirs": "LOOKBACK_SESSIONS_DIR"}
 def load_settings(overrides: Mapping[str, Any] | None = None,
                   environ: Mapping[str, str] | None = None) -> Settings:
     """Merge defaults, the TOML file, the environment and ``overrides`` (flags)."""
+    return load_with_origins(overrides, environ)[0]
+
+
+#: The settings file's name, in the platform's config folder (and, before, the data dir).
+FILE_NAME = "config.toml"
+
+
+def config_dir() -> Path:
+    """The platform's config folder for Lookback (``~/.config/lookback`` on Linux)."""
+    return Path(platformdirs.user_config_dir("lookback"))
+
+
+def settings_file(environ: Mapping[str, str] | None = None) -> tuple[Path, str | None]:
+    """(the settings file read, a note for the user or None).
+
+    ``$LOOKBACK_CONFIG`` when set; else ``config.toml`` in the platform's config folder;
+    else, when only the old place has one, ``<home>/config.toml``, with a note saying
+    where to move it (and a note when both exist: the old one is then ignored).
+    """
     environ = os.environ if environ is None else environ
-    home = environ.get(PREFIX + "HOME") or str(DEFAULTS.home)
-    config = environ.get(PREFIX + "CONFIG") or str(Path(home) / "config.toml")
-    path = Path(config).expanduser()
+    if environ.get(PREFIX + "CONFIG"):
+        return Path(environ[PREFIX + "CONFIG"]).expanduser(), None
+    current = config_dir() / FILE_NAME
+    home = Path(environ.get(PREFIX + "HOME") or str(DEFAULTS.home)).expanduser()
+    old = home / FILE_NAME
+    if old == current or not old.is_file():
+        return current, None
+    if current.is_file():
+        return current, f"settings file {old} is ignored: {current} is read now"
+    return old, (f"settings file {old} is read from the data directory, where settings no "
+                 f"longer belong: move it to {current}")
+
+
+#: Notes already given in this process (a long-running reader loads settings often).
+_noted: set[str] = set()
+
+
+def load_with_origins(overrides: Mapping[str, Any] | None = None,
+                      environ: Mapping[str, str] | None = None
+                      ) -> tuple[Settings, dict[str, str]]:
+    """``load_settings``, and where each setting's value came from: ``default``, the
+    settings file's path, the variable's name, or ``command line`` (a flag)."""
+    environ = os.environ if environ is None else environ
+    path, note = settings_file(environ)
+    if note and note not in _noted:
+        _noted.add(note)
+        log.warning("%s", note)
     values: dict[str, Any] = {}
     layers = [
-        (f"settings file {path}",
-         _read_toml(path, explicit=PREFIX + "CONFIG" in environ)),
-        ("the environment", _from_environment(environ)),
-        ("the command line", {k: v for k, v in (overrides or {}).items() if v is not None}),
+        (f"settings file {path}", str(path),
+         _read_toml(path, explicit=bool(environ.get(PREFIX + "CONFIG")))),
+        ("the environment", "", _from_environment(environ)),
+        ("the command line", "command line",
+         {k: v for k, v in (overrides or {}).items() if v is not None}),
     ]
-    for origin, layer in layers:
+    origins = {key: "default" for key, _ in _leaves(DEFAULTS, ())}
+    for origin, label, layer in layers:
         _check_keys(layer, Settings, origin, ())
         _merge(values, layer)
+        for key in _set_keys(layer, ()):
+            origins[key] = label or variable_name(key)
+            if label == "command line" and "." not in key:  # a flag of its own: --home
+                origins[key] = "--" + key.replace("_", "-")
     try:
         settings = msgspec.convert(values, Settings, strict=False, dec_hook=_decode)
     except msgspec.ValidationError as error:
         raise SettingsError(_explain(str(error))) from None
-    return _renamed(settings, values)
+    for old, new in RENAMED.items():  # a deprecated name's value lands on the new one
+        if origins.get(old, "default") != "default" and origins[new] == "default":
+            origins[new] = origins[old]
+    return _renamed(settings, values), origins
+
+
+def _set_keys(values: Mapping[str, Any], path: tuple[str, ...]) -> Iterator[str]:
+    """The dotted keys of the settings ``values`` sets (a section's table: its keys)."""
+    fields = {field.name: field.type for field in msgspec.structs.fields(Settings)}
+    for key, value in values.items():
+        dotted = ".".join((*path, key))
+        section = fields.get(key) if not path else None
+        if isinstance(value, Mapping) and isinstance(section, type) \
+                and issubclass(section, Section):
+            yield from _set_keys(value, (*path, key))
+        else:
+            yield dotted
+
+
+def effective(settings: Settings) -> list[tuple[str, Any]]:
+    """(dotted key, value as TOML or JSON would write it) of every setting of ``settings``."""
+    return [(key, _plain(value)) for key, value in _leaves(settings, ())]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    return msgspec.to_builtins(value)
 
 
 #: Settings that moved: the old name still works (unless the new one is set too) and

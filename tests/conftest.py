@@ -51,6 +51,8 @@ def no_real_claude_code_sessions(monkeypatch: pytest.MonkeyPatch,
     real sessions, nor write the machine's Codex configuration."""
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "no-claude"))
     monkeypatch.setenv("CODEX_HOME", str(tmp_path_factory.getbasetemp() / "no-codex"))
+    # Lookback's own settings file (~/.config/lookback/config.toml) is not the test's either.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "no-config"))
 
 
 @pytest.fixture(autouse=True)

@@ -405,7 +405,8 @@ def test_unreadable_folders_and_files_are_skipped_named_and_counted(tmp_path_fac
         (sessions / "open" / "a.jsonl").chmod(0o644)
         (sessions / "open" / "c.jsonl").chmod(0o000)
         (sessions / "locked").chmod(0o000)
-        environ = {**os.environ, "LOOKBACK_HOME": str(home), "HOME": str(home)}
+        environ = {**os.environ, "LOOKBACK_HOME": str(home), "HOME": str(home),
+                   "XDG_CONFIG_HOME": str(home)}
         environ.pop("LOOKBACK_CONFIG", None)
         command = _as_another_user([sys.executable, "-m", "lookback.cli", "index"])
         done = subprocess.run([*command, "--json", str(sessions)], env=environ,
@@ -469,3 +470,24 @@ def test_index_shows_bytes_rate_and_files_on_a_terminal_only(run, home, tmp_path
     assert code == 0 and terminal == ""
     code, out, err = run("index", str(FIXTURES), "--json")  # stderr not a terminal
     assert code == 0 and err == ""
+
+
+def test_config_prints_each_setting_with_its_origin(run, home, tmp_path, monkeypatch):
+    config = _write(tmp_path / "lookback.toml", "[server]\nport = 9100\n")
+    monkeypatch.setenv("LOOKBACK_RETRIEVAL__SEMANTIC", "true")
+    code, out, err = run("--config", str(config), "config")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"settings file: {config}"
+    assert any(line.split() == ["server.port", "9100", f"({config})"] for line in lines)
+    assert any(line.split() == ["retrieval.semantic", "true",
+                                "(LOOKBACK_RETRIEVAL__SEMANTIC)"] for line in lines)
+    assert any(line.split() == ["home", json.dumps(str(home)), "(LOOKBACK_HOME)"]
+               for line in lines)
+    assert any(line.split() == ["retrieval.max_results", "12", "(default)"] for line in lines)
+    code, out, _ = run("--config", str(config), "--home", str(tmp_path / "h"), "config",
+                       "--json")
+    report = json.loads(out)
+    assert code == 0 and report["file"] == str(config) and report["file_exists"]
+    assert report["settings"]["home"] == {"value": str(tmp_path / "h"), "origin": "--home"}
+    assert report["settings"]["server.port"] == {"value": 9100, "origin": str(config)}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lookback.errors import SettingsError, UserError
-from lookback.settings import DEFAULTS, Settings, load_settings
+from lookback.settings import DEFAULTS, Settings, load_settings, reference
 
 
 def environ(tmp_path: Path, text: str = "", **variables: str) -> dict[str, str]:
@@ -102,3 +102,47 @@ def test_polling_is_one_setting_and_its_old_names_still_work(tmp_path, caplog):
         assert (engine.watcher.poll_seconds, engine.watcher.hot_seconds) == (0.02, 60)
     finally:
         engine.close()
+
+
+def test_the_file_lives_in_the_platforms_config_folder(tmp_path, monkeypatch, caplog):
+    """``~/.config/lookback/config.toml`` (XDG_CONFIG_HOME here); the old place,
+    ``<home>/config.toml``, is still read when the new one is absent, with a note."""
+    from lookback.settings import load_with_origins, settings_file
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"LOOKBACK_HOME": str(home)}
+    current = tmp_path / "xdg" / "lookback" / "config.toml"
+    assert settings_file(env) == (current, None)
+    (home / "config.toml").write_text("[retrieval]\nmax_results = 3\n")
+    path, note = settings_file(env)
+    assert path == home / "config.toml" and f"move it to {current}" in note
+    settings, origins = load_with_origins(environ=env)
+    assert settings.retrieval.max_results == 3
+    assert origins["retrieval.max_results"] == str(home / "config.toml")
+    assert f"move it to {current}" in caplog.text
+    current.parent.mkdir(parents=True)
+    current.write_text("[retrieval]\nmax_results = 4\n")
+    path, note = settings_file(env)
+    assert path == current and note == (f"settings file {home / 'config.toml'} is ignored: "
+                                         f"{current} is read now")
+    assert load_settings(environ=env).retrieval.max_results == 4
+    explicit = tmp_path / "mine.toml"
+    explicit.write_text("")
+    assert settings_file({**env, "LOOKBACK_CONFIG": str(explicit)}) == (explicit, None)
+
+
+def test_each_value_says_where_it_came_from(tmp_path):
+    from lookback.settings import load_with_origins
+
+    env = environ(tmp_path, "[retrieval]\nmax_results = 5\n[freshness]\npoll_ms = 20\n",
+                  LOOKBACK_SERVER__PORT="9000")
+    settings, origins = load_with_origins({"home": str(tmp_path / "flagged")}, env)
+    assert settings.server.port == 9000 and settings.home == tmp_path / "flagged"
+    assert origins["retrieval.max_results"] == str(tmp_path / "config.toml")
+    assert origins["server.port"] == "LOOKBACK_SERVER__PORT"
+    assert origins["home"] == "--home"
+    assert origins["retrieval.semantic"] == "default"
+    assert origins["watch.poll_ms"] == str(tmp_path / "config.toml")  # via its old name
+    assert set(origins) == {key for key, _, _ in reference()}

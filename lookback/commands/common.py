@@ -28,6 +28,13 @@ def add_command(subparsers: argparse._SubParsersAction, name: str,
 
 def load(args: argparse.Namespace, **overrides: Any) -> Settings:
     """Settings with the global ``--home``/``--config`` flags applied."""
+    return load_settings(*sources(args, **overrides))
+
+
+def sources(args: argparse.Namespace, **overrides: Any) -> tuple[dict[str, Any],
+                                                                  dict[str, str]]:
+    """(flag overrides, environment) of the settings, the global ``--home``/``--config``
+    flags applied."""
     import os
 
     environ = dict(os.environ)
@@ -36,7 +43,7 @@ def load(args: argparse.Namespace, **overrides: Any) -> Settings:
     if getattr(args, "home", None):
         overrides["home"] = str(Path(args.home).expanduser())
         environ["LOOKBACK_HOME"] = overrides["home"]
-    return load_settings(overrides, environ)
+    return overrides, environ
 
 
 def add_json(parser: argparse.ArgumentParser, what: str = "the result") -> None:
