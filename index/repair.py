@@ -5,7 +5,9 @@ A zeroed header, a truncated file or a file replaced by something else make
 SQLite raise ``NotADBError``/``CorruptError``; ``check`` turns that into one line
 per project. ``repair_from_log`` is an ordinary rebuild (``index.rebuild``) checked
 afterwards; ``fresh_generation`` moves the damaged files aside (kept, renamed
-``*.damaged``) and points ``CURRENT`` at a new empty file. Both run under the
+``*.damaged``) and points ``CURRENT`` at a new empty file, holding only the project's
+forget events (``index.tombstones``: the files read into it again stay forgotten where
+the user forgot them). Both run under the
 project's rebuild lock, taken by the caller with ``index.rebuild.exclusive``.
 """
 
@@ -17,10 +19,12 @@ from pathlib import Path
 
 import apsw
 
+from lookback.index import tombstones
 from lookback.index.layout import ProjectDir
 from lookback.index.project import acquire_lock
 from lookback.index.rebuild import RebuildReport, rebuild_locked
 from lookback.index.store import IndexUnavailable, file_problem, open_reader, open_writer
+from lookback.index.writer import append_events
 
 #: The suffix damaged files get when they are moved aside.
 DAMAGED = ".damaged"
@@ -93,7 +97,11 @@ def fresh_generation(project: ProjectDir, *, lock_timeout: float = 60.0) -> int:
             source = Path(f"{project.generation_path(old)}{suffix}")
             if old and source.exists():
                 os.replace(source, f"{source}.{stamp}{DAMAGED}")
-        open_writer(project.generation_path(new)).close()
+        connection = open_writer(project.generation_path(new))
+        try:
+            append_events(connection, tombstones.kept(project.path))
+        finally:
+            connection.close()
         project.set_current(new)
         return new
     finally:

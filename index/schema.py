@@ -32,6 +32,11 @@ embeddings  opt-in semantic vectors (``index.embeddings``): one row per chunk of
           version; a row whose stamp no longer matches is stale and ignored.
           ``vector`` is little-endian float32. Added with ``IF NOT EXISTS``, so older
           files gain the table on their next write without a rebuild.
+tombstones  what ``lookback forget`` forgot (``index.tombstones``), a projection of the
+          ``forget`` events: (session id, entry id; '' for the whole session). An entry
+          applied later under such a key is stored without its text (a link of the tree).
+forgotten_texts  the ``text_hash`` of each forgotten text: the same text applied again
+          (a fork's copy, a re-read file) is stored without it too.
 """
 
 from __future__ import annotations
@@ -127,5 +132,15 @@ CREATE TABLE IF NOT EXISTS embeddings (
     chunking_version INTEGER NOT NULL,
     vector           BLOB NOT NULL,
     PRIMARY KEY (session_id, entry_id, chunk)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS tombstones (
+    session_id TEXT NOT NULL,
+    entry_id   TEXT NOT NULL,
+    PRIMARY KEY (session_id, entry_id)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS forgotten_texts (
+    text_hash TEXT PRIMARY KEY
 ) WITHOUT ROWID;
 """

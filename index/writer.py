@@ -13,6 +13,8 @@ an index grown by small appends must not keep many. Merging changes no score.
 Applying is idempotent: an entry is keyed by (session id, entry id) and a repeated
 entry replaces the earlier one (Pi's "last write wins" for reused ids).
 
+Forgotten entries (``index.tombstones``) are applied, and logged, without their text.
+
 One event that cannot be stored never costs its batch: when a batch fails with a
 ``BAD_EVENT_ERRORS`` error, it is applied again with each event in its own savepoint,
 the bad ones are set aside (counted in the ``set_aside_events`` meta key and handed
@@ -29,6 +31,7 @@ from typing import Any
 
 import apsw
 
+from lookback.index import tombstones
 from lookback.index.schema import SCHEMA_VERSION
 from lookback.index.store import one_row, read_meta, write_meta, write_transaction
 from lookback.index.tokens import estimate_tokens  # one estimate for index and budgets
@@ -87,9 +90,13 @@ def _append(connection: apsw.Connection, events: list[Event], ids: list[str | No
     with write_transaction(connection):
         seq = int(read_meta(connection, "applied_seq") or 0)
         touched: dict[str, list] = {}
+        forgetting = tombstones.active(connection)
         for event, source_id in zip(events, ids, strict=True):
             if source_id is not None and _seen(connection, source_id):
                 continue
+            if forgetting and _forgotten(connection, event):
+                event = tombstones.scrubbed(event)  # the log keeps no forgotten text
+            forgetting = forgetting or event.kind == "forget"
             if on_set_aside is None:
                 seq = _append_one(connection, event, source_id, now, touched)
                 applied += 1
@@ -136,6 +143,17 @@ def merge_segments(connection: apsw.Connection, indexed_chars: int) -> None:
                        (pages,))
 
 
+def _forgotten(connection: apsw.Connection, event: Event) -> bool:
+    """True for an entry event whose entry or text was forgotten (``index.tombstones``)."""
+    if event.kind != "entry" or not isinstance(event.payload.get("entry"), dict):
+        return False
+    entry = event.payload["entry"]
+    text = entry.get("text")
+    if not text or not isinstance(text, str) or not isinstance(entry.get("id"), str):
+        return False
+    return tombstones.forgotten(connection, event.session_id, entry["id"], text_hash(text))
+
+
 def _indexed_chars(event: Event) -> int:
     """Characters an applied event put into the FTS table."""
     if event.kind != "entry":
@@ -170,8 +188,12 @@ def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) ->
     now = time.time()
     touched: dict[str, list] = {}
     refused = indexed_chars = 0
+    forgetting = tombstones.active(connection)
     for kind, session_id, payload in rows:
         event = Event(kind, session_id, "", jsonio.loads(payload))
+        if forgetting and _forgotten(connection, event):
+            event = tombstones.scrubbed(event)
+        forgetting = forgetting or kind == "forget"
         try:
             apply_event(connection, event, now, touched)
         except EventError:  # logged by an older version that checked less: set aside
@@ -273,6 +295,27 @@ def _apply_reset(connection: apsw.Connection, event: Event, now: float,
         connection.execute("DELETE FROM files WHERE path = ?", (str(event.payload.get("file")),))
 
 
+def _apply_forget(connection: apsw.Connection, event: Event, now: float,
+                  touched: Touched) -> None:
+    """Record the tombstones and blank what they forget: each entry keeps its place in the
+    tree under a new rowid (readers memoize texts per rowid), its vectors go, and the
+    sessions it touched get a new epoch (their cached branches are stale)."""
+    sessions: set[str] = set()
+    for rowid in tombstones.record(connection, event):
+        row = one_row(connection.execute(
+            "SELECT session_id, entry_id, parent_id, seq, type, role, timestamp, ts_ms, text,"
+            " first_kept_id, kept_ids FROM entries WHERE rowid = ?", (rowid,)))
+        session_id, entry_id, text = row[0], row[1], row[8]
+        _fts_delete(connection, rowid, text)
+        connection.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))
+        connection.execute(_INSERT_ENTRY, (*row[:8], "", text_hash(""), 0, 0, *row[9:]))
+        connection.execute("DELETE FROM embeddings WHERE session_id = ? AND entry_id = ?",
+                           (session_id, entry_id))
+        sessions.add(session_id)
+    connection.executemany("UPDATE sessions SET epoch = epoch + 1 WHERE session_id = ?",
+                           [(session_id,) for session_id in sorted(sessions)])
+
+
 def _apply_leaf(connection: apsw.Connection, event: Event, now: float,
                 touched: Touched) -> None:
     mark = touched.setdefault(event.session_id, [None, 0])
@@ -309,6 +352,7 @@ _HANDLERS: dict[str, Callable[[apsw.Connection, Event, float, Touched], None]] =
     "entry": _apply_entry,
     "reset": _apply_reset,
     "leaf": _apply_leaf,
+    "forget": _apply_forget,
 }
 
 __all__ = ["BAD_EVENT_ERRORS", "SCHEMA_VERSION", "append_events", "apply_event",

@@ -12,6 +12,9 @@ Kinds
              (the ``entry`` events that follow re-add them); with ``{reason: "moved",
              file}`` its header now names another project: forget the session and file
 ``leaf``     an id-less cursor record moved the session's leaf: ``{target_id}``
+``forget``   the user forgot entries of the session (``lookback forget``, ``index.forget``):
+             ``{entry_ids}`` (those entries) or ``{session: true}`` (all of it), and
+             ``text_hashes`` (their texts, wherever they come again); never any text
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 from lookback.errors import LookbackError
 from lookback.ingest import jsonio
 
-EVENT_KINDS = ("session", "entry", "reset", "leaf")
+EVENT_KINDS = ("session", "entry", "reset", "leaf", "forget")
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class Event:
             raise EventError("leaf event without a target id")
         elif self.kind == "reset":
             _check_fields(self.payload, _RESET_FIELDS, "reset")
+        elif self.kind == "forget":
+            _check_forget(self.payload)
 
 
 class EventError(LookbackError, ValueError):
@@ -95,6 +100,18 @@ _SESSION_FIELDS: dict[str, tuple[type, ...]] = {
     "parent_session": _SCALAR,
 }
 _RESET_FIELDS: dict[str, tuple[type, ...]] = {"reason": (str,), "file": (str,)}
+
+
+def _check_forget(payload: dict[str, Any]) -> None:
+    for name in ("entry_ids", "text_hashes"):
+        values = payload.get(name, [])
+        if not (isinstance(values, list) and all(isinstance(v, str) and v for v in values)):
+            raise EventError(f"forget event: {name} is not a list of ids")
+    if payload.get("session") not in (None, True, False):
+        raise EventError("forget event: session is not a boolean")
+    if not payload.get("session") and not payload.get("entry_ids") \
+            and not payload.get("text_hashes"):
+        raise EventError("forget event names nothing to forget")
 
 
 def _check_fields(values: dict[str, Any], fields: dict[str, tuple[type, ...]],

@@ -267,6 +267,20 @@ class ManifestStore:
                 return []
         return [json.loads(row[0]) for row in rows]
 
+    def forget_session(self, session_id: str, project: str) -> int:
+        """Delete the session's records of ``project`` (``lookback forget`` of a whole
+        session); returns how many went."""
+        if not self.path.exists():
+            return 0
+        with self._lock:
+            connection = self._open()
+            assert connection is not None
+            with connection:
+                connection.execute("DELETE FROM manifest WHERE session_id = ? AND project IS ?",
+                                   (session_id, project))
+                deleted = connection.changes()
+        return deleted
+
     def latest_session(self) -> str | None:
         """The session of the most recent record (None when there is none)."""
         with self._lock:
