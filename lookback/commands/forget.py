@@ -11,7 +11,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from lookback.commands.common import add_command, load
+from lookback.commands.common import add_command, add_json, load
 from lookback.errors import UserError
 from lookback.index.forget import ForgetReport, Selection, forget, pattern_matcher
 from lookback.index.layout import ProjectDir, find_project, list_projects, project_dir
@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       "('-' reads it from standard input)")
     parser.add_argument("--dry-run", action="store_true",
                         help="count what would be forgotten; change nothing")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    add_json(parser, "the counts")
 
 
 def run(args: argparse.Namespace) -> int:
