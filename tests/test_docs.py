@@ -367,6 +367,53 @@ def test_the_exit_codes_in_usage_are_the_clis():
     from lookback.cli import EXIT_CODES
 
     usage = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| (\d+) \| (.+) \|$", usage.split("## Output and exit codes", 1)[1]
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", usage.split("## The command line", 1)[1]
                       .split("\n## ", 1)[0], re.MULTILINE)
     assert [(int(code), meaning) for code, meaning in rows] == list(EXIT_CODES)
+
+
+def command_flags() -> dict[str, set[str]]:
+    """Each command's option strings (the global ones included), hidden aliases too."""
+    from lookback.cli import build_parser
+
+    parser = build_parser()
+    global_flags = {flag for action in parser._actions for flag in action.option_strings}
+    (subparsers,) = [action for action in parser._actions
+                     if isinstance(action, argparse._SubParsersAction)]
+    return {name: global_flags | {flag for action in sub._actions
+                                  for flag in action.option_strings}
+            for name, sub in subparsers.choices.items()}
+
+
+#: ``lookback CMD …`` up to a comment, the end of a code span or of the line.
+INVOCATION = re.compile(r"lookback ((?:--\S+ \S+ )*)([a-z]+)((?: [^`#|\n]*)?)")
+
+
+def test_every_flag_the_docs_give_a_command_exists():
+    """``lookback search … --limit N`` in README or docs/: each flag is one of that
+    command's (a renamed flag leaves no stale instruction behind)."""
+    flags = command_flags()
+    checked, wrong = 0, []
+    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        for before, name, rest in INVOCATION.findall(page.read_text(encoding="utf-8")):
+            if name not in flags:
+                continue
+            for flag in re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", before + rest):
+                checked += 1
+                if flag not in flags[name]:
+                    wrong.append(f"{page.relative_to(ROOT)}: lookback {name} {flag}")
+    assert checked > 20 and wrong == []
+
+
+#: Commands whose output is not a result: services, the hook, a script; ``install`` and
+#: ``uninstall`` change the agents' files (``--print`` shows how).
+NO_JSON = {"serve", "watch", "worker", "hook", "mcp", "completion", "install", "uninstall"}
+
+
+def test_every_command_that_prints_a_result_takes_json():
+    """One output rule: text for people, ``--json`` for programs (``retrieve`` answers
+    JSON always: its request is JSON)."""
+    flags = command_flags()
+    missing = sorted(name for name, own in flags.items()
+                     if name not in NO_JSON and "--json" not in own)
+    assert missing == []

@@ -7,7 +7,7 @@ import argparse
 import re
 import sys
 
-from lookback.commands.common import add_command, load
+from lookback.commands.common import add_command, add_json, json_text, load
 from lookback.errors import UserError
 from lookback.index.layout import project_key
 
@@ -31,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     action.add_argument("--take", action="store_true",
                         help="make this host (workers.host and this data directory) the owner "
                              "and resume applying")
+    add_json(parser, "the owner")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
             owner = owner_of(config, client, name)
     finally:
         client.close()
-    if owner is None:
+    if args.json:
+        print(json_text({"project": name, "owner": None if owner is None else {
+            "host": owner.host, "home": owner.home, "paused": owner.paused}}))
+    elif owner is None:
         print(f"{name}: no owner yet (the first worker that applies it claims it)")
     else:
         state = " (paused: no host applies it until `lookback owner --take`)" \

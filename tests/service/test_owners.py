@@ -161,6 +161,8 @@ def test_lookback_owner_shows_pauses_and_takes(hosts, tmp_path) -> None:
         patch.setenv("LOOKBACK_WORKERS__HOST", "host-b")
         assert "owned by host-b" in run(second, "owner", PROJECTS[3], "--take")
         assert f"index home {second.home}" in run(first, "owner", PROJECTS[3])
+        assert json.loads(run(first, "owner", PROJECTS[3], "--json"))["owner"] == {
+            "host": "host-b", "home": str(second.home), "paused": False}
         status = json.loads(run(first, "status", "--json"))
         owners = {p.get("cwd"): p.get("service_owner") for p in status["projects"]}
         assert owners[PROJECTS[3]] == f"host-b:{second.home}"
