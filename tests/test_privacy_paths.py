@@ -221,3 +221,82 @@ def test_lookback_show_passes_the_same_gate(settings, home, session, verdicts, m
     assert NEVER_SHOWN not in json.dumps(answer)
     code = main(["show", "secret", "--session-file", str(session), "--provider", "ollama"])
     assert code == 0 and "session gated-session  [sensitive]" in capsys.readouterr().out
+
+
+def pi_session(path: Path, cwd: Path, texts: dict[str, str]) -> Path:
+    """A Pi session of one message per (entry id, text), a compaction, a question."""
+    lines: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": "shapes-session",
+                                    "cwd": str(cwd), "timestamp": "2026-01-01T00:00:00Z"}]
+    parent = None
+    entries: list[dict[str, Any]] = [
+        *({"type": "message", "id": entry_id, "message": {
+            "role": "user", "content": [{"type": "text", "text": text}]}}
+          for entry_id, text in texts.items()),
+        {"type": "compaction", "id": "cut", "summary": "earlier work",
+         "firstKeptEntryId": "last", "tokensBefore": 100},
+        {"type": "message", "id": "last", "message": {
+            "role": "user", "content": [{"type": "text", "text": "and now the question"}]}}]
+    for number, entry in enumerate(entries):
+        lines.append({**entry, "parentId": parent,
+                      "timestamp": f"2026-01-01T00:{number // 60:02d}:{number % 60:02d}Z"})
+        parent = entry["id"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_the_shapes_that_passed_the_gate_are_withheld_through_search_and_mcp(
+        tmp_path, home, monkeypatch, capsys):
+    """Issue 29 (2): these reached the answer through ``lookback search`` and MCP."""
+    from tests.test_privacy import ISSUE_29
+
+    texts = {name: f"the {TERM} step printed {secret} and stopped"
+             for name, (secret, _) in ISSUE_29.items()}
+    session = pi_session(tmp_path / "sessions" / "shapes.jsonl", tmp_path / "proj",
+                         {**texts, "clean": f"the {TERM} step printed nothing private"})
+    index_paths(home, session)
+    settings = load_settings(environ={"LOOKBACK_HOME": str(home)})
+    never = [value for _, value in ISSUE_29.values()]
+    answer = api.search({"session_file": str(session), "text": TERM, "scope": "session",
+                         "max_results": 100, "provider": PROVIDER}, settings=settings)
+    assert [item["entry_id"] for item in answer["results"]] == ["clean"]
+    assert set(withheld(answer)) == set(ISSUE_29)
+    assert not [value for value in never if value in json.dumps(answer)]
+    monkeypatch.setenv("LOOKBACK_HOME", str(home))
+    assert main(["search", TERM, "--session-file", str(session), "--scope", "session",
+                 "--max-results", "100", "--provider", PROVIDER, "--json"]) == 0
+    printed = capsys.readouterr().out
+    assert [item["entry_id"] for item in json.loads(printed)["results"]] == ["clean"]
+    assert not [value for value in never if value in printed]
+    app = ReaderApp(settings)
+    try:
+        found = HistoryTools(app, provider=PROVIDER).search(
+            None, query=TERM, scope="session", session_file=str(session), limit=50)
+    finally:
+        app.close()
+    assert f"{len(ISSUE_29)} more withheld by the privacy policy" in found
+    assert not [value for value in never if value in found]
+
+
+def test_a_local_provider_gets_marked_text_without_its_markers(tmp_path, home):
+    """Issue 29 (2): the markers are not the text; an escaped one is text, not a marker."""
+    session = pi_session(tmp_path / "sessions" / "marked.jsonl", tmp_path / "proj", {
+        "marked": f"the {TERM} plan: [lookback:local-only]ship on the 4th[/lookback:local-only]",
+        "escaped": f"the {TERM} docs: write \\[lookback:sensitive] before a private span"})
+    index_paths(home, session)
+    settings = load_settings(environ={"LOOKBACK_HOME": str(home),
+                                      "LOOKBACK_PRIVACY__LOCAL_PROVIDERS": "ollama"})
+    common = {"session_file": str(session), "provider": "ollama"}
+    source = api.source({**common, "entry_id": "marked"}, settings=settings)
+    assert source["entry"]["excerpt"] == f"the {TERM} plan: ship on the 4th"
+    found = api.search({**common, "text": TERM, "scope": "session"}, settings=settings)
+    excerpts = {item["entry_id"]: item["excerpt"] for item in found["results"]}
+    assert excerpts["marked"] == f"the {TERM} plan: ship on the 4th"
+    retrieved = api.retrieve({**common, "message": f"what was the {TERM} plan?"},
+                             settings=settings)
+    quoted = json.dumps(retrieved["evidence"])
+    assert "ship on the 4th" in quoted and "lookback:local-only" not in quoted
+    remote = api.source({**common, "provider": PROVIDER, "entry_id": "escaped"},
+                        settings=settings)
+    assert remote["entry"]["excerpt"].endswith("write \\[lookback:sensitive] before a private span")
+    assert remote["entry"]["classification"] == "normal"

@@ -21,6 +21,7 @@ _EXPORTS = {
     "classify_source": "policy",
     "excluded_record": "policy",
     "granted": "policy",
+    "without_markers": "policy",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

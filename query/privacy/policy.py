@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,18 +103,37 @@ class ClassificationResult:
         return list(dict.fromkeys(top))
 
 
-_MARKER = re.compile(r"\[(/?)lookback:(internal|sensitive|local-only)\]", re.IGNORECASE)
+#: A marker, after the backslashes before it: an odd number escapes it (``\\[lookback:…]``
+#: is literal text, ``\\\\[lookback:…]`` an escaped backslash and then a marker).
+_MARKER = re.compile(r"(\\*)\[(/?)lookback:(internal|sensitive|local-only)\]", re.IGNORECASE)
+
+
+def _markers(text: str) -> Iterator[re.Match[str]]:
+    """The markers of ``text`` that are not escaped."""
+    return (match for match in _MARKER.finditer(text) if len(match.group(1)) % 2 == 0)
+
+
+def without_markers(text: str) -> str:
+    """``text`` as it is shown: its markers say how private a span is and are not its
+    content, so they are left out (an escaped one is text and stays)."""
+    if "lookback:" not in text.lower():
+        return text
+    parts, kept_to = [], 0
+    for match in _markers(text):
+        parts += [text[kept_to:match.start()], match.group(1)]
+        kept_to = match.end()
+    return "".join(parts) + text[kept_to:]
 
 
 def marker_spans(text: str) -> list[ClassifiedSpan]:
     """Spans the user marked with ``[lookback:<level>]…[/lookback:<level>]``."""
     spans: list[ClassifiedSpan] = []
     open_at: dict[Classification, int] = {}
-    for match in _MARKER.finditer(text):
-        level = Classification.parse(match.group(2))
+    for match in _markers(text):
+        level = Classification.parse(match.group(3))
         reason = f"marker:{level.label}"
-        if not match.group(1):
-            open_at.setdefault(level, match.start())
+        if not match.group(2):
+            open_at.setdefault(level, match.start(2) - 1)
         elif level in open_at:
             spans.append(ClassifiedSpan(open_at.pop(level), match.end(), level, reason))
         else:  # closing marker whose opening was cut off before the excerpt began

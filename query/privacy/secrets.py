@@ -54,17 +54,30 @@ password-only URLs (``redis://:password@host``). What is a value and what is a
 reference depends on the syntax: the shell never evaluates ``a.b.c``, code does
 (``_SHELL_LITERAL``, ``_CODE_LITERAL``, ``_QUOTED_LITERAL``).
 
+Issue 29 added, with their sources (``TOKEN_FORMATS``, ``KEYWORD_VALUES``,
+``detector_sources``; the gitleaks rules taken are vendored in tests/secret_rules/ and
+tests/test_secret_sources.py holds the two in agreement): Vault, Doppler, New Relic,
+Pulumi, Supabase, Alibaba, Tencent, Mailgun, Stripe webhook, Okta, Groq, xAI, Perplexity,
+Tailscale, 1Password, Terraform Cloud and Azure SAS shapes; a private key's body without
+its BEGIN line (``_KEY_BODY_STARTS``); JWTs wrapped over lines; values of low entropy
+caught by their shape (``sk-secret123456``, ``ghp_`` and 20 characters, any opaque token
+after ``Authorization: Bearer``, quoted words joined that name no placeholder). And
+``find_secrets`` decodes base64 and percent-encoded runs once and searches them too
+(``_encoded_runs``: found with byte passes, so the cost stays linear).
+
 Findings carry the detector name and offsets only: the secret text is never copied out.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+from urllib.parse import unquote
 
 import ahocorasick
 
@@ -150,15 +163,25 @@ _NOT_FILLER = (
     r"(?!(?:x+|X+|\*+|\.+|#+|-+|_+|0+)(?:[\"'`]|" + _VALUE_END + "))"
     r"(?!(?i:true|false|none|null|nil|undefined)(?:[\"'`]|" + _VALUE_END + "))"
 )
+#: Words that make lowercase words joined a placeholder (``your-api-key-here``), where
+#: without one they are a value (``"super-secret-value"``).
+_PLACEHOLDER_WORDS = (
+    "your", "here", "example", "placeholder", "dummy", "fake", "sample", "changeme",
+    "change", "replace", "redacted", "insert", "enter", "goes", "todo", "foo", "bar", "not",
+    "unset",
+)
 #: a placeholder: ``YOUR_API_KEY``, ``TOKEN`` (capitals), ``your-api-key`` (lowercase
-#: words joined), an elided value (``sk-ant-...``), a path (``/home/me``, ``~/.netrc``,
-#: ``./key``: ``PWD=/home/me``).
+#: words joined, one of them a placeholder word), an elided value (``sk-ant-...``), a
+#: path (``/home/me``, ``~/.netrc``, ``./key``: ``PWD=/home/me``).
 _NOT_PLACEHOLDER = (
     r"(?![^\s\"'`]{0,80}?(?:\.\.\.|\u2026))"
     r"(?![A-Z]+(?:_[A-Z]+)*(?:[\"'`]|" + _VALUE_END + "))"
-    r"(?![a-z]+(?:[-_][a-z]+)+(?:[\"'`]|" + _VALUE_END + "))"
+    r"(?!(?=[a-z]+(?:[-_][a-z]+)+(?:[\"'`]|" + _VALUE_END + "))[a-z_-]{0,80}?(?<![a-z])(?:"
+    + "|".join(_PLACEHOLDER_WORDS) + r")(?![a-z]))"
     r"(?!(?:~?/|\.{1,2}/))"
 )
+#: lowercase words joined, in code or YAML unquoted: a name (``mode: read-write``).
+_NOT_WORDS = r"(?![a-z]+(?:[-_][a-z]+)+" + _VALUE_END + ")"
 #: a type name in a declaration (``password: string``, ``secret: Optional[str]``).
 _NOT_TYPE = (
     r"(?!(?i:string|number|boolean|bool|str|bytes|optional|required|secretstr)"
@@ -184,7 +207,7 @@ _SHELL_LITERAL = (
 #: a value), a call or subscript (cut by the character class), a snake_case or
 #: camelCase name (``token = next_token``, ``key = apiKey``).
 _CODE_LITERAL = (
-    _NOT_FILLER + _NOT_PLACEHOLDER + _NOT_TYPE
+    _NOT_FILLER + _NOT_PLACEHOLDER + _NOT_WORDS + _NOT_TYPE
     + r"(?![A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][\w$]*)+" + _VALUE_END + ")"
     r"(?![a-z][a-z0-9]*(?:_[a-z0-9]+)+" + _VALUE_END + ")"
     r"(?![a-z]+(?:[A-Z][a-z]*)*" + _VALUE_END + ")"
@@ -280,32 +303,116 @@ COMMAND_PATTERNS: tuple[tuple[tuple[str, ...], str, str], ...] = (
      + _COMMAND_VALUE),
 )
 
-#: Prefixed token formats (gitleaks' rules, detect-secrets lacks them): name, pattern,
-#: anchors (lowercase literals every match contains).
-TOKEN_FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+#: Prefixed token formats detect-secrets lacks: (name, pattern, anchors — lowercase
+#: literals every match contains —, source). The source is ``gitleaks:<rule id>`` (its
+#: config/gitleaks.toml; the rules taken are vendored with their commit and date in
+#: tests/secret_rules/gitleaks.json, and tests/test_secret_sources.py holds the two in
+#: agreement) or ``vendor:<page>`` (the issuer's documentation) where gitleaks has no rule.
+#: Patterns may be broader than their source (a shorter length an issuer documents, no
+#: keyword context where the prefix alone is specific), never narrower.
+TOKEN_FORMATS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("Hugging Face Token", r"hf_(?<![\w-]hf_)[A-Za-z0-9]{30,}(?![\w-])"
      r"|api_org_(?<![\w-]api_org_)[A-Za-z0-9]{30,}(?![\w-])",
-     ("hf_", "api_org_")),
-    ("NPM Token", r"npm_(?<![\w-]npm_)[A-Za-z0-9]{36}(?![\w-])", ("npm_",)),
-    ("Google OAuth Access Token", r"ya29\.(?<![\w-]ya29\.)[\w-]{20,}", ("ya29.",)),
+     ("hf_", "api_org_"),
+     "gitleaks:huggingface-access-token gitleaks:huggingface-organization-api-token"),
+    ("NPM Token", r"npm_(?<![\w-]npm_)[A-Za-z0-9]{36}(?![\w-])", ("npm_",),
+     "gitleaks:npm-access-token"),
+    ("Google OAuth Access Token", r"ya29\.(?<![\w-]ya29\.)[\w-]{20,}", ("ya29.",),
+     "vendor:developers.google.com/identity/protocols/oauth2"),
     ("Stripe Key", r"(?:sk|rk)_(?:test|live|prod)_(?<![\w-]\w\w_\w{4}_)[A-Za-z0-9]{10,99}",
-     ("sk_test_", "rk_test_", "sk_prod_", "rk_prod_")),
+     ("sk_test_", "rk_test_", "sk_prod_", "rk_prod_"), "gitleaks:stripe-access-token"),
+    ("Stripe Webhook Secret", r"whsec_(?<![\w-]whsec_)[A-Za-z0-9]{24,}", ("whsec_",),
+     "vendor:docs.stripe.com/webhooks"),
     ("DigitalOcean Token", r"do[opr]_v1_(?<![\w-]do\w_v1_)[a-f0-9]{64}",
-     ("dop_v1_", "doo_v1_", "dor_v1_")),
-    ("Databricks Token", r"dapi(?<![\w-]dapi)[a-f0-9]{32}(?!\w)", ("dapi",)),
+     ("dop_v1_", "doo_v1_", "dor_v1_"),
+     "gitleaks:digitalocean-pat gitleaks:digitalocean-access-token "
+     "gitleaks:digitalocean-refresh-token"),
+    ("Databricks Token", r"dapi(?<![\w-]dapi)[a-f0-9]{32}(?!\w)", ("dapi",),
+     "gitleaks:databricks-api-token"),
     ("Shopify Token", r"shp(?:at|ca|pa|ss)_(?<![\w-]shp\w\w_)[a-fA-F0-9]{32}",
-     ("shpat_", "shpca_", "shppa_", "shpss_")),
+     ("shpat_", "shpca_", "shppa_", "shpss_"),
+     "gitleaks:shopify-access-token gitleaks:shopify-custom-access-token "
+     "gitleaks:shopify-private-app-access-token gitleaks:shopify-shared-secret"),
     ("Grafana Token",
      r"glc_(?<![\w-]glc_)[A-Za-z0-9+/]{32,}={0,2}|glsa_(?<![\w-]glsa_)[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
-     ("glc_", "glsa_")),
-    ("PlanetScale Token", r"pscale_(?<![\w-]pscale_)(?:pw|tkn|oauth)_[\w.-]{32,64}", ("pscale_",)),
+     ("glc_", "glsa_"),
+     "gitleaks:grafana-cloud-api-token gitleaks:grafana-service-account-token"),
+    ("PlanetScale Token", r"pscale_(?<![\w-]pscale_)(?:pw|tkn|oauth)_[\w.-]{32,64}", ("pscale_",),
+     "gitleaks:planetscale-api-token gitleaks:planetscale-oauth-token "
+     "gitleaks:planetscale-password"),
     ("Age Secret Key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
-     ("age-secret-key-1",)),
-    ("Postman API Key", r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}", ("pmak-",)),
-    ("Linear API Key", r"lin_api_[A-Za-z0-9]{40}", ("lin_api_",)),
-    ("Atlassian API Token", r"ATATT3[\w=-]{186}", ("atatt3",)),
-    ("Heroku API Key", r"HRKU-AA[\w-]{58}", ("hrku-aa",)),
+     ("age-secret-key-1",), "gitleaks:age-secret-key"),
+    ("Postman API Key", r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}", ("pmak-",),
+     "gitleaks:postman-api-token"),
+    ("Linear API Key", r"lin_api_[A-Za-z0-9]{40}", ("lin_api_",), "gitleaks:linear-api-key"),
+    ("Atlassian API Token", r"ATATT3[\w=-]{186}", ("atatt3",), "gitleaks:atlassian-api-token"),
+    ("Heroku API Key", r"HRKU-AA[\w-]{58}", ("hrku-aa",), "gitleaks:heroku-api-key-v2"),
+    # Short classic GitHub tokens: the shape, not the length (``ghp_`` and 20+ characters).
+    ("GitHub Token", r"gh[pousr]_(?<![\w-]gh[pousr]_)(?![xX]{20,}(?![A-Za-z0-9]))"
+     r"[A-Za-z0-9]{20,}(?![\w-])", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+     "gitleaks:github-pat gitleaks:github-oauth gitleaks:github-app-token "
+     "gitleaks:github-refresh-token"),
+    # Vault's documented service tokens are shorter than gitleaks' 90 characters.
+    ("HashiCorp Vault Token", r"hv[sbr]\.(?<![\w.-]hv[sbr]\.)[\w-]{24,300}(?![\w-])",
+     ("hvs.", "hvb.", "hvr."), "gitleaks:vault-service-token gitleaks:vault-batch-token"),
+    ("Terraform Cloud Token", r"(?i:[a-z0-9]{14})\.atlasv1\.[\w=-]{60,}", ("atlasv1",),
+     "gitleaks:hashicorp-tf-api-token"),
+    ("Doppler Token",
+     r"dp\.(?<![\w.-]dp\.)(?:pt|st|ct|sa|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?"
+     r"[A-Za-z0-9]{40,44}(?![\w-])", ("dp.",),
+     "gitleaks:doppler-api-token vendor:docs.doppler.com/reference/auth-token-formats"),
+    ("New Relic Key",
+     r"(?i:NRAK-(?<![\w-]NRAK-)[a-z0-9]{27}|NRII-(?<![\w-]NRII-)[a-z0-9-]{32}"
+     r"|NRJS-(?<![\w-]NRJS-)[a-f0-9]{19})(?![\w-])", ("nrak-", "nrii-", "nrjs-"),
+     "gitleaks:new-relic-user-api-key gitleaks:new-relic-insert-key "
+     "gitleaks:new-relic-browser-api-token"),
+    ("Pulumi Token", r"pul-(?<![\w-]pul-)[a-f0-9]{40}(?![\w-])", ("pul-",),
+     "gitleaks:pulumi-api-token"),
+    ("Supabase Key", r"sbp_(?<![\w-]sbp_)[a-f0-9]{40}(?![\w-])"
+     r"|sb_secret_(?<![\w-]sb_secret_)[\w-]{20,}", ("sbp_", "sb_secret_"),
+     "vendor:supabase.com/docs/guides/api/api-keys"),
+    ("Alibaba Cloud Access Key", r"LTAI(?<![\w-]LTAI)[A-Za-z0-9]{12,20}(?![\w-])", ("ltai",),
+     "gitleaks:alibaba-access-key-id"),
+    ("Tencent Cloud Secret Id", r"AKID(?<![\w-]AKID)[A-Za-z0-9]{32}(?![\w-])", ("akid",),
+     "vendor:cloud.tencent.com/document/product/598/40488"),
+    ("Mailgun Key", r"(?<![\w-])(?:pub)?key-(?=[a-z0-9]{0,31}\d)[a-z0-9]{32}(?![\w-])",
+     ("key-",), "gitleaks:mailgun-private-api-token gitleaks:mailgun-pub-key"),
+    ("Groq API Key", r"gsk_(?<![\w-]gsk_)[A-Za-z0-9]{40,}(?![\w-])", ("gsk_",),
+     "vendor:console.groq.com/docs/api-keys"),
+    ("xAI API Key", r"xai-(?<![\w-]xai-)[A-Za-z0-9]{60,}(?![\w-])", ("xai-",),
+     "vendor:docs.x.ai/docs/api-reference"),
+    ("Perplexity API Key", r"pplx-(?<![\w-]pplx-)[A-Za-z0-9]{40,}(?![\w-])", ("pplx-",),
+     "gitleaks:perplexity-api-key"),
+    ("Tailscale Key", r"tskey-(?<![\w-]tskey-)(?:[a-z]+-)?[A-Za-z0-9]{4,}-?[A-Za-z0-9]{16,}",
+     ("tskey-",), "vendor:tailscale.com/kb/1085/auth-keys"),
+    ("1Password Secret",
+     r"A3-(?<![\w-]A3-)[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}"
+     r"-[A-Z0-9]{5}-[A-Z0-9]{5}(?![\w-])|ops_(?<![\w-]ops_)eyJ[A-Za-z0-9+/]{250,}={0,3}",
+     ("a3-", "ops_ey"),
+     "gitleaks:1password-secret-key gitleaks:1password-service-account-token"),
+    ("Azure Shared Access Key",
+     r"(?i:SharedAccessKey)=[A-Za-z0-9+/]{40,}={0,2}"
+     r"|(?<=[?&;])sig=(?=[A-Za-z0-9%+/]{0,200}(?:%2[BbFf]|%3[Dd]|\d))[A-Za-z0-9%+/]{30,}",
+     ("sharedaccesskey=", "sig="),
+     "vendor:learn.microsoft.com/azure/storage/common/storage-sas-overview"),
 )
+
+#: Secrets gitleaks finds by a keyword before the value (its ``generate.SemiGenericRegex``):
+#: (name, keywords, value pattern, source).
+KEYWORD_VALUES: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
+    ("Alibaba Cloud Secret", ("alibaba",), r"(?i:[a-z0-9]{30})", "gitleaks:alibaba-secret-key"),
+    ("Mailgun Key", ("mailgun",), r"[a-h0-9]{32}-[a-h0-9]{8}-[a-h0-9]{8}",
+     "gitleaks:mailgun-signing-key"),
+    ("Okta Token", ("okta",), r"00[\w=-]{40}", "gitleaks:okta-access-token"),
+)
+
+
+def _keyword_value(keywords: tuple[str, ...], value: str) -> str:
+    """gitleaks' keyword form: the keyword in a name, an assignment, the value, an end."""
+    return (r"(?i:" + "|".join(keywords) + r")(?:[ \t\w.-]{0,20})[\s'\"]{0,3}"
+            r"(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[`'\"\s=]{0,5}" + value
+            + r"(?=[`'\"\s;]|\\[nr]|$)")
+
 
 #: API-key headers (gitleaks' curl-auth-header): ``X-Api-Key``, ``X-Auth-Token``,
 #: ``X-Goog-Api-Key``, ``Api-Key``, ``Private-Token``… — how their names start, and the rest.
@@ -315,22 +422,57 @@ _HEADER_REST = (
     r"|(?<=api)(?:-?key|-token)|(?<=private-)token|(?<=access-)token|(?<=auth-)token)"
 )
 
+#: A JWT part: base64url, possessive (linear on long runs), over at most 4 line breaks.
+_JWT_BREAK = r"(?:\\?\r?\n[ \t]*)"
+_JWT_PART = r"[A-Za-z0-9_-]{4,}+(?:" + _JWT_BREAK + r"[A-Za-z0-9_-]++){0,4}+"
+#: How a private key's DER starts, base64-encoded: PKCS#1 RSA (``30 82 .. .. 02 01 00 02
+#: 8x``), PKCS#8 with rsaEncryption and its key as an OCTET STRING (a public key has a BIT
+#: STRING there), PKCS#8 EC and Ed25519, SEC1 EC (P-256, P-384, P-521), encrypted PKCS#8
+#: (PBES2) and OpenSSH's ``openssh-key-v1``.
+_KEY_BODY_STARTS = (  # (pattern, an anchor every match holds)
+    (r"MII[A-Za-z0-9+/]{3}IBAAK[BC]", "ibaak"),
+    (r"MII[A-Za-z0-9+/]{3}IBADANBgkqhkiG9w0BAQEFAAS", "bgkqhkig9w0baqefaas"),
+    (r"MIG[A-Za-z0-9+/]AgEAMBMGByqGSM49AgEG", "ageambmgbyqgsm49ageg"),
+    (r"MC4CAQAwBQYDK2VwBCIEI", "mc4caqawbqydk2vwbciei"),
+    (r"MHcCAQEEI", "mhccaqeei"), (r"MIGkAgEBBD", "migkagebbd"), (r"MIHcAgEBBE", "mihcagebbe"),
+    (r"MII[A-Za-z0-9+/]{5}BgkqhkiG9w0BBQ0w", "bgkqhkig9w0bbq0w"),
+    (r"b3BlbnNzaC1rZXktdjE", "b3blbnnzac1rzxktdje"),
+)
+#: A token after ``Authorization: Bearer`` (or ``Token``, ``SSWS``): there the name says
+#: what it is, so no digit is needed, only 16+ token characters that are no placeholder.
+_HEADER_TOKEN = (
+    r"(?-i:(?![$<{%])(?![A-Z]+(?:_[A-Z]+)*(?![\w.~+/-]))(?![a-z]+(?:[-_][a-z]+)+(?![\w.~+/-]))"
+    r"(?![xX*.]+(?![\w.~+/-])))[\w.~+/-]{16,}=*"
+)
+
 #: Patterns detect-secrets 1.5 lacks: (detector name, pattern, gate).
 EXTRA_PATTERNS: tuple[tuple[str, str | tuple[str, ...], Gate], ...] = (
     # OpenAI (sk-, sk-proj-, sk-svcacct-) and Anthropic (sk-ant-) keys; needs a digit.
-    ("OpenAI-style API Key", r"sk-(?<![\w-]sk-)(?=[\w-]{0,200}\d)[\w-]{20,}", Gate(("sk-",))),
+    # The shape, not the length: ``sk-secret123456`` is one too (a digit, 10+ characters;
+    # not lowercase words joined, a package name: ``sk-learn-extra2``).
+    ("OpenAI-style API Key", r"sk-(?<![\w-]sk-)(?=[\w-]{0,200}\d)"
+     r"(?![a-z0-9]+(?:-[a-z0-9]+)+(?![\w-]))[A-Za-z0-9][\w-]{9,}",
+     Gate(("sk-",))),
     ("GitHub Token", r"github_pat_[A-Za-z0-9_]{60,}", Gate(("github_pat_",))),
     ("Google API Key", r"AIza[0-9A-Za-z_\-]{35}", Gate(("aiza",))),
     # Header and payload are JSON objects, so both start with ``eyJ``. The token starts
     # at a boundary (``=`` is one: ``API_TOKEN=eyJ…``, ``--token=eyJ…``), and its parts
     # are base64url without ``=`` but for a padding end, so a run such as ``eyJ=eyJ=…``
     # costs one step per part. (detect-secrets' JWT regex is quadratic on such runs.)
+    # A token wrapped over lines (a terminal's or a log's width) is one too: a part may
+    # go on after a line break and indentation, at most a few times.
     (
         "JSON Web Token",
-        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,}+={0,2}\.eyJ[A-Za-z0-9_-]{4,}+={0,2}\.",
+        r"(?<![A-Za-z0-9_-])eyJ" + _JWT_PART + r"={0,2}" + _JWT_BREAK + r"?\."
+        + _JWT_BREAK + r"?eyJ" + _JWT_PART + r"={0,2}" + _JWT_BREAK + r"?\.",
         Gate(("eyj",)),
     ),
     (PRIVATE_KEY, r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----", Gate(("private key",))),
+    # A key pasted without its BEGIN line: its END line, or a base64 body that starts as a
+    # private key's DER does (``_KEY_BODY_STARTS``).
+    (PRIVATE_KEY, r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY( BLOCK)?-----", Gate(("private key",))),
+    (PRIVATE_KEY, r"(?<![A-Za-z0-9+/])(?:" + "|".join(p for p, _ in _KEY_BODY_STARTS) + r")"
+     r"[A-Za-z0-9+/]{16}", Gate(tuple(anchor for _, anchor in _KEY_BODY_STARTS))),
     (
         "AWS Secret Access Key",
         r"(?i)aws_?secret_?access_?key[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
@@ -363,8 +505,8 @@ EXTRA_PATTERNS: tuple[tuple[str, str | tuple[str, ...], Gate], ...] = (
     (
         "Authorization Header",
         r"(?i)\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:basic[ \t]+(?=[A-Za-z0-9+/]{0,200}"
-        r"[0-9A-Z])[A-Za-z0-9+/]{12,}={0,2}|(?:token|bot|apikey|key)[ \t]+" + _OPAQUE_TOKEN
-        + "|" + _OPAQUE_TOKEN + ")",
+        r"[0-9A-Z])[A-Za-z0-9+/]{12,}={0,2}|(?:bearer|token|bot|apikey|key|ssws)[ \t]+"
+        + _HEADER_TOKEN + "|" + _OPAQUE_TOKEN + ")",
         Gate(("authorization",), r"authorization[\"']?[ \t]*[:=]",
              window_starts=("authorization",), anchored=True),
     ),
@@ -381,11 +523,49 @@ EXTRA_PATTERNS: tuple[tuple[str, str | tuple[str, ...], Gate], ...] = (
     *(("Command-line Password", pattern, Gate(words, trigger, window_starts=words,
                                               anchored=True))
       for words, trigger, pattern in COMMAND_PATTERNS),
-    *((name, pattern, Gate(anchors)) for name, pattern, anchors in TOKEN_FORMATS),
+    *((name, pattern, Gate(anchors)) for name, pattern, anchors, _ in TOKEN_FORMATS),
+    *((name, _keyword_value(keywords, value), Gate(keywords))
+      for name, keywords, value, _ in KEYWORD_VALUES),
     # ``redis://:password@host``: a URL with a password and no user name (detect-secrets'
     # basic-auth pattern needs a user before the colon).
     ("Password-only URL", r"(?i)\b[a-z][a-z0-9+.-]*://:[^\s/@:?#]{3,}@", Gate(("://:",))),
 )
+
+
+#: Where the patterns of ``EXTRA_PATTERNS`` not in ``TOKEN_FORMATS`` come from (see
+#: ``TOKEN_FORMATS``; ``lookback`` marks the project's own rule, for shapes no maintained
+#: source has: its cases are in tests/test_privacy.py).
+_EXTRA_SOURCES = {
+    "OpenAI-style API Key": "gitleaks:openai-api-key gitleaks:anthropic-api-key",
+    "GitHub Token": "gitleaks:github-fine-grained-pat",
+    "Google API Key": "gitleaks:gcp-api-key",
+    "JSON Web Token": "gitleaks:jwt",
+    PRIVATE_KEY: "gitleaks:private-key",
+    "AWS Secret Access Key":
+        "vendor:docs.aws.amazon.com/IAM/latest/UserGuide/id_credentials_access-keys.html",
+    "Secret Assignment": "gitleaks:generic-api-key",
+    "Credential Flag": "lookback",
+    "Bearer Token": "gitleaks:curl-auth-header",
+    "Authorization Header": "gitleaks:curl-auth-header",
+    "Credential Header": "gitleaks:curl-auth-header",
+    "Command-line Password": "gitleaks:curl-auth-user lookback",
+    "Password-only URL": "lookback",
+}
+
+
+def detector_sources() -> dict[str, str]:
+    """Detector name -> where its patterns come from: ``detect-secrets:<plugin>`` (the
+    installed plugin's own regexes), ``gitleaks:<rule id>``, ``vendor:<page>`` or
+    ``lookback``; a name several tables use lists every source."""
+    sources: dict[str, list[str]] = {}
+    entries = [(plugin.secret_type, f"detect-secrets:{plugin.__name__}")
+               for plugin in _detect_secrets_plugins()]
+    entries += [(name, source) for name, _, _, source in TOKEN_FORMATS]
+    entries += [(name, source) for name, _, _, source in KEYWORD_VALUES]
+    entries += list(_EXTRA_SOURCES.items())
+    for name, source in entries:
+        sources.setdefault(name, []).append(source)
+    return {name: " ".join(found) for name, found in sources.items()}
 
 
 @dataclass(frozen=True)
@@ -637,8 +817,8 @@ def _lowered(text: str) -> str:
     return lowered
 
 
-def find_secrets(text: str) -> list[SecretFinding]:
-    """The first match of every detector that fires on ``text``, in text order.
+def find_plain_secrets(text: str) -> list[SecretFinding]:
+    """The first match of every detector that fires on ``text`` as written, in text order.
 
     One finding per detector is enough to classify a text (the whole evidence message
     is withheld anyway) and keeps the cost bounded for texts full of matches.
@@ -655,3 +835,94 @@ def find_secrets(text: str) -> list[SecretFinding]:
         _first_match(every[position], text, lowered, found, runs) for position in gated
     )
     return sorted((f for f in findings if f), key=lambda f: (f.start, f.detector))
+
+
+#: A run that may be base64 (standard or URL-safe) of a credential: 20+ characters (15+
+#: bytes decoded), bounded (a credential is short; an inline image is not one).
+MIN_ENCODED_RUN = 20
+MAX_ENCODED_RUN = 8192
+#: ``bytes.translate`` table: base64 characters to ``x``, every other byte to a space.
+_BASE64_TABLE = bytes(
+    ord("x") if chr(byte).isascii() and (chr(byte).isalnum() or chr(byte) in "+/_-")
+    else ord(" ") for byte in range(256))
+#: A percent-escape, and the run around it (a URL-encoded query, form or cookie).
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_WORD_TABLE = bytes(ord(" ") if chr(byte) in " \t\n\r\f\v\"'<>`" else ord("x")
+                    for byte in range(256))
+#: Base64 of text has digits and both cases; identifiers, hex digests, UUIDs and paths
+#: mostly lack one of them, so they are not decoded.
+_HAS_DIGIT = re.compile(r"[0-9]")
+_HAS_UPPER = re.compile(r"[A-Z]")
+_HAS_LOWER = re.compile(r"[a-z]")
+
+
+def _base64_text(run: str) -> str | None:
+    """``run`` decoded when it is base64 of printable text, else None."""
+    if not (_HAS_DIGIT.search(run) and _HAS_UPPER.search(run) and _HAS_LOWER.search(run)):
+        return None
+    body = run.rstrip("=")
+    if len(body) % 4 == 1:
+        return None
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4),
+                               altchars=b"-_" if "-" in body or "_" in body else None)
+        decoded = raw.decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return decoded if decoded.isprintable() or _mostly_printable(decoded) else None
+
+
+def _mostly_printable(text: str) -> bool:
+    return sum(char.isprintable() or char in "\n\r\t" for char in text) >= 0.95 * len(text)
+
+
+def _base64_runs(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each run of base64 characters (with its ``=`` padding) of 20 to
+    8,192 characters. Found on bytes, one per character (``?`` for non-ASCII): two C
+    passes and a step per run, not a regex attempt at every position."""
+    mapped = text.encode("ascii", "replace").translate(_BASE64_TABLE)
+    wanted = b"x" * MIN_ENCODED_RUN
+    position = mapped.find(wanted)
+    while position >= 0:
+        end = mapped.find(b" ", position)
+        end = len(mapped) if end < 0 else end
+        while end < len(text) and end - position < MAX_ENCODED_RUN + 2 and text[end] == "=":
+            end += 1
+        if end - position <= MAX_ENCODED_RUN + 2:
+            yield position, end
+        position = mapped.find(wanted, end)
+
+
+def _encoded_runs(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, decoded text) of each base64 or percent-encoded run of ``text``."""
+    for start, end in _base64_runs(text):
+        decoded = _base64_text(text[start:end])
+        if decoded:
+            yield start, end, decoded
+    searched_to, words = 0, b""
+    for escape in _PERCENT.finditer(text) if "%" in text else ():
+        if escape.start() < searched_to:
+            continue  # inside the run already decoded
+        # The run around it: separators are spaces in ``words`` (a byte per character).
+        words = words or text.encode("ascii", "replace").translate(_WORD_TABLE)
+        start = words.rfind(b" ", 0, escape.start()) + 1
+        end = words.find(b" ", escape.end())
+        searched_to = end = len(words) if end < 0 else end
+        if end - start <= MAX_ENCODED_RUN:
+            yield start, end, unquote(text[start:end])
+
+
+def find_secrets(text: str,
+                 finder: Callable[[str], list[SecretFinding]] = find_plain_secrets,
+                 ) -> list[SecretFinding]:
+    """The first match of every detector that fires on ``text``, in text order: as
+    written, or inside a base64- or URL-encoded run (decoded once; the finding then spans
+    the encoded run). ``finder`` searches one text as written."""
+    findings = finder(text)
+    found = {finding.detector for finding in findings}
+    for start, end, decoded in _encoded_runs(text):
+        for finding in finder(decoded):
+            if finding.detector not in found:
+                found.add(finding.detector)
+                findings.append(SecretFinding(finding.detector, start, end))
+    return sorted(findings, key=lambda f: (f.start, f.detector))

@@ -27,6 +27,7 @@ import apsw
 from lookback.index.store import IndexUnavailable, read_errors
 from lookback.query.context.evidence import excerpt
 from lookback.query.contract.answers import Diagnostics
+from lookback.query.privacy.policy import without_markers
 from lookback.query.search.candidates import (
     add_literal_bits,
     add_phrase_bits,
@@ -291,8 +292,8 @@ def rank(connection: apsw.Connection, searched: Searched, scope: Scope,
 def quote(text: str | None, matches: Sequence[Match], max_chars: int) -> str:
     """Step 10's excerpt of ``text``: at most ``max_chars``, centred on the earliest
     verified match (``first_position``); from the start without matches (a source read
-    whole, a candidate only the vectors found)."""
-    text = text or ""
+    whole, a candidate only the vectors found). The privacy markers are left out."""
+    text = without_markers(text or "")
     if len(text) <= max_chars:  # the whole text, wherever its match is: no need to look
         return text
     return excerpt(text, first_position(text, list(matches)) if matches else 0, max_chars)
