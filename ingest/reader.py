@@ -15,6 +15,13 @@ re-read and any change of content is caught (a change within the same ctime tick
 as that read, with the same size, waits until the file changes again).
 
 Lines are read with a size limit, so a 50 MB line costs a skip, not 50 MB of memory.
+
+A line that cannot be read whole — over the limit, or not JSON even after
+``ingest.jsonio``'s repairs (bytes that are not UTF-8, nesting past the parsers'
+limits) — would cut its branch: every entry after it hangs on its id. When its id and
+parent can still be read from its start (Pi writes ``{"type", "id", "parentId", …``
+first), it is kept as a text-less ``unreadable`` entry, a link in the chain, so the
+entries before it stay reachable from the leaf (``ReadStats.placeholders``).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import zlib
 from collections.abc import Iterator
@@ -110,12 +118,13 @@ class ReadStats:
     bookkeeping: int = 0  # lines outside the conversation (request copies, costs, events …)
     unknown_types: int = 0  # entry types this version does not know: never evidence
     sidechain: int = 0  # sub-agent lines found inside a main session file: skipped
+    placeholders: int = 0  # unreadable lines kept as text-less links (their id and parent)
     warnings: list[str] = field(default_factory=list)
 
     def add(self, other: ReadStats) -> None:
         for name in ("lines", "entries", "malformed", "oversized", "repaired", "set_aside",
                      "extra_headers", "cursor_records", "rewrites", "bookkeeping",
-                     "unknown_types", "sidechain"):
+                     "unknown_types", "sidechain", "placeholders"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.warnings.extend(other.warnings)
 
@@ -217,14 +226,21 @@ def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: 
         stats.lines += 1
         cursor.offset = end
         if line is None:  # oversized: Pi wrote an entry there, so it takes a position
-            cursor.positions += 1
-            continue
-        cursor.last_line_start, cursor.last_line = start, line
-        obj = parse_object(line, stats)
+            obj = _placeholder(os.pread(cursor.fd, PLACEHOLDER_HEAD_BYTES, start), state)
+            if obj is None:
+                cursor.positions += 1
+                continue
+            stats.placeholders += 1
+        else:
+            cursor.last_line_start, cursor.last_line = start, line
+            obj = parse_object(line, stats)
         if obj is None:
-            if line.strip():
+            if line is not None and line.strip():
                 stats.malformed += 1
-            continue
+                obj = _placeholder(line, state)
+                stats.placeholders += obj is not None
+            if obj is None:
+                continue
         event = _event_for(obj, cursor, stats)
         if event is not None:
             pending.append(event)
@@ -233,6 +249,26 @@ def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: 
             pending = []
     if pending or cursor.offset != state.offset:
         yield Batch(pending, cursor.state())
+
+
+#: Bytes of an unreadable line's start searched for its id and parent.
+PLACEHOLDER_HEAD_BYTES = 4096
+_ID_AND_PARENT = re.compile(
+    rb'\A\s*\{\s*"type"\s*:\s*"[^"\\]*"\s*,\s*"id"\s*:\s*"([^"\\]+)"\s*,'
+    rb'\s*"parentId"\s*:\s*(?:null|"([^"\\]*)")')
+
+
+def _placeholder(line: bytes, state: FileState) -> dict[str, Any] | None:
+    """A text-less stand-in for a Pi entry line that cannot be read whole, when its id
+    and parent can be (None otherwise, and for formats whose entries carry no ids)."""
+    if state.format != PI or state.version <= 1:
+        return None
+    found = _ID_AND_PARENT.match(line)
+    if found is None:
+        return None
+    entry_id, parent = (None if part is None else escape_surrogates(
+        part.decode("utf-8", "replace")) for part in found.groups())
+    return {"type": "unreadable", "id": entry_id, "parentId": parent}
 
 
 class _Cursor:

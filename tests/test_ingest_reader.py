@@ -138,7 +138,9 @@ def test_an_oversized_line_is_skipped_without_reading_it_whole(tmp_path):
     path.write_text(line(HEADER) + line(message("a", None, "small")) + line(huge)
                     + line(message("c", "a", "after")))
     events, _, stats = read_all(path, max_line_bytes=100_000)
-    assert [e["id"] for e in entries(events)] == ["a", "c"]
+    # Its text is skipped; its id and parent, read from its start, keep it as a link.
+    assert [e["id"] for e in entries(events)] == ["a", "big", "c"]
+    assert (entries(events)[1]["type"], entries(events)[1]["text"]) == ("unreadable", "")
     assert stats.oversized == 1 and "skipped a line of" in stats.warnings[0]
 
 
