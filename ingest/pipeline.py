@@ -56,6 +56,7 @@ class IngestReport:
     pending_headers: int = 0  # files whose header line Pi is still writing
     errors: list[str] = field(default_factory=list)
     failed_files: list[Path] = field(default_factory=list)  # to be read again
+    excluded: int = 0  # files of projects switched off (settings' ``excluded_projects``)
     unreadable: list[Path] = field(default_factory=list)  # could not be opened or read
     read: ReadStats = field(default_factory=ReadStats)
 
@@ -64,6 +65,10 @@ class IngestReport:
         self.failed_files.append(path)
         if message not in self.errors:
             self.errors.append(message)
+
+
+#: ``Settings.excluded``: True for the folder of a project Lookback must leave alone.
+Excluded = Callable[[str], bool]
 
 
 def peek_header(path: Path, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[str, str]:
@@ -79,20 +84,22 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
                  on_file: Callable[[Path, IngestReport], None] | None = None,
                  strict: bool | Container[Path] = False,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                 on_batch: Callable[[Path, int], None] | None = None) -> IngestReport:
+                 on_batch: Callable[[Path, int], None] | None = None,
+                 excluded: Excluded | None = None) -> IngestReport:
     """Read every file's new lines into ``sink``; problems are collected, not raised.
 
     With ``strict`` (True, or the files the user named: ``ingest.scan.named_files``) a
     file that is not a session counts as an error; otherwise it is noted and skipped
     (a folder may hold other JSONL files). A file that fails for any reason is
     reported and the others go on. ``on_batch(path, offset)`` follows a long file
-    batch by batch (the byte offset read up to), ``on_file`` file by file.
+    batch by batch (the byte offset read up to), ``on_file`` file by file. A file whose
+    project ``excluded(cwd)`` switches off is not read (counted in ``excluded``).
     """
     report = IngestReport()
     for path in files:
         report.files += 1
         try:
-            ingest_file(path, sink, report, max_line_bytes, on_batch)
+            ingest_file(path, sink, report, max_line_bytes, on_batch, excluded)
         except HeaderPending:
             report.pending_headers += 1
             report.failed_files.append(path)
@@ -119,11 +126,15 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
 
 def ingest_file(path: Path, sink: Sink, report: IngestReport,
                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                on_batch: Callable[[Path, int], None] | None = None) -> None:
+                on_batch: Callable[[Path, int], None] | None = None,
+                excluded: Excluded | None = None) -> None:
     """Read one file's new lines into ``sink``, counting into ``report``; its problems
     are raised (``ingest_files`` collects them; the reader's freshness engine tells a
     busy project from a refused or broken file by them)."""
     session_id, cwd = peek_header(path, max_line_bytes)
+    if excluded is not None and excluded(cwd):
+        report.excluded += 1
+        return
     key = escape_surrogates(str(path))
     sink.claim(key, cwd)
     state = sink.file_state(key, cwd)

@@ -41,6 +41,7 @@ from lookback.errors import UserError
 from lookback.ingest import claude_code, codex, jsonio
 from lookback.ingest.entries import normalize_entry
 from lookback.ingest.events import Event
+from lookback.ingest.markers import strip_private
 from lookback.ingest.storable import escape_surrogates
 from lookback.settings import DEFAULTS
 
@@ -334,6 +335,18 @@ def _event_for(obj: dict[str, Any], cursor: _Cursor, stats: ReadStats) -> Event 
     entry, dropped = normalize_entry(obj, entry_id=entry_id, parent_id=parent_id, seq=position)
     stats.repaired += dropped
     cursor.last_entry_id = entry_id
+    return _entry_event(state, entry)
+
+
+def _entry_event(state: FileState, entry: dict[str, Any]) -> Event:
+    """The event of a normalized entry, its ``<private>`` spans taken out
+    (``ingest.markers``): an entry left without text is no evidence."""
+    text = entry.get("text")
+    if text:
+        kept = strip_private(text)
+        if kept is not text:
+            entry["text"] = kept
+            entry["eligible"] = bool(entry.get("eligible")) and bool(kept.strip())
     return Event("entry", state.session_id, state.cwd, {"entry": entry})
 
 
@@ -352,7 +365,7 @@ def _claude_event(obj: dict[str, Any], state: FileState, position: int,
         stats.unknown_types += 1  # kept as a text-less link so the chain is not cut
     stats.entries += 1
     entry = claude_code.normalize_entry(obj, seq=position)
-    return Event("entry", state.session_id, state.cwd, {"entry": entry})
+    return _entry_event(state, entry)
 
 
 def _codex_event(obj: dict[str, Any], state: FileState, position: int,
@@ -368,7 +381,7 @@ def _codex_event(obj: dict[str, Any], state: FileState, position: int,
         return None
     stats.entries += 1
     entry = codex.normalize_entry(obj, seq=position, parent_id=previous)
-    return Event("entry", state.session_id, state.cwd, {"entry": entry})
+    return _entry_event(state, entry)
 
 
 #: Forks of forks followed at most this deep for a fork's inherited history.

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lookback.ingest.pipeline import IngestReport, Sink, ingest_files
+from lookback.ingest.pipeline import Excluded, IngestReport, Sink, ingest_files
 from lookback.ingest.reader import DEFAULT_MAX_LINE_BYTES
 from lookback.ingest.scan import PathProblem, session_files
 
@@ -45,7 +45,8 @@ class Watcher:
     def __init__(self, roots: Iterable[Path], sink: Sink, *, poll_seconds: float = 0.05,
                  rescan_seconds: float = 2.0, hot_seconds: float = 600.0,
                  on_idle: Callable[[], None] | None = None,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                 excluded: Excluded | None = None) -> None:
         self.roots = [Path(root) for root in roots]
         self.sink = sink
         self.poll_seconds = poll_seconds
@@ -53,6 +54,7 @@ class Watcher:
         self.hot_seconds = hot_seconds
         self.on_idle = on_idle
         self.max_line_bytes = max_line_bytes
+        self.excluded = excluded  # projects switched off: their files are not read
         self._seen: dict[Path, Stamp] = {}  # path -> its stamp when ingested
         self._hot: dict[Path, float] = {}  # path -> when it last changed (monotonic)
         self._last_rescan = float("-inf")
@@ -67,7 +69,7 @@ class Watcher:
         result = WatchRound(files_changed=len(changed))
         if changed:
             report = ingest_files([path for path, _ in changed], self.sink,
-                                  max_line_bytes=self.max_line_bytes)
+                                  max_line_bytes=self.max_line_bytes, excluded=self.excluded)
             result.events = report.events
             result.errors = report.errors
             self._remember(changed, report, time.monotonic())

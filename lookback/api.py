@@ -49,7 +49,7 @@ __all__ = ["RequestError", "RetrieveAnswer", "SearchAnswer", "SourceAnswer", "an
            "health", "retrieve", "retrieve_answer", "search", "search_answer", "source",
            "source_answer"]
 
-_readers: dict[tuple[Path, str], IndexReader] = {}
+_readers: dict[tuple[Path, str, tuple[str, ...]], IndexReader] = {}
 _readers_lock = threading.Lock()
 
 
@@ -57,12 +57,14 @@ def new_reader(settings: Settings) -> IndexReader:
     """A reader with the configured connection pool (``reader.*`` settings)."""
     return IndexReader(settings.home, settings.namespace,
                        max_open_files=settings.reader.max_open_files,
-                       connections_per_project=settings.reader.connections_per_project)
+                       connections_per_project=settings.reader.connections_per_project,
+                       excluded=settings.excluded if settings.excluded_projects else None)
 
 
 def default_reader(settings: Settings) -> IndexReader:
-    """One shared reader per data directory and namespace, for in-process callers."""
-    key = (settings.home, settings.namespace)
+    """One shared reader per data directory, namespace and excluded projects, for
+    in-process callers."""
+    key = (settings.home, settings.namespace, settings.excluded_projects)
     with _readers_lock:
         reader = _readers.get(key)
         if reader is None:

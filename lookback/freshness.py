@@ -59,7 +59,7 @@ from lookback.index.memo import Memo
 from lookback.index.project import stored_file_state
 from lookback.index.rebuild import RebuildBusy, rebuild, stale_projects
 from lookback.index.sink import EmbeddedSink, ProjectUnavailable
-from lookback.ingest.pipeline import IngestReport, ingest_file, peek_header
+from lookback.ingest.pipeline import Excluded, IngestReport, ingest_file, peek_header
 from lookback.ingest.reader import (
     DEFAULT_MAX_LINE_BYTES,
     Batch,
@@ -126,8 +126,10 @@ class FreshnessEngine:
     def __init__(self, home: Path, *, namespace: str = "",
                  config: Freshness | None = None, watch: Watch | None = None,
                  roots: Iterable[Path] = (),
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, bound: bool = False) -> None:
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, bound: bool = False,
+                 excluded: Excluded | None = None) -> None:
         self.home = Path(home)
+        self.excluded = excluded  # projects switched off: never indexed
         #: a reader with tokens: every job writes only into the project its file is bound
         #: to (the one a request was authorized for, else the one holding it)
         self.bound = bound
@@ -399,7 +401,7 @@ class FreshnessEngine:
                 raise ForeignProject("the askers were granted different projects")
             self.sink.only_project = next(iter(projects), None)
             self._read_to = None
-            ingest_file(Path(path), self, report, self.max_line_bytes)
+            ingest_file(Path(path), self, report, self.max_line_bytes, excluded=self.excluded)
             self.sink.flush()
             if self._read_to is not None:
                 self._states[escape_surrogates(path)] = self._read_to
@@ -483,7 +485,7 @@ def engine_for(settings: Any) -> FreshnessEngine | None:
                            config=settings.freshness, watch=settings.watch,
                            roots=default_roots(settings),
                            max_line_bytes=settings.max_line_bytes,
-                           bound=bool(settings.server.tokens))
+                           bound=bool(settings.server.tokens), excluded=settings.excluded)
 
 
 def refresh(engine: FreshnessEngine | None, body: Any, ref: Any = None) -> Outcome | None:

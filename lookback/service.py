@@ -56,7 +56,8 @@ def nudge_session(settings: Settings, session_file: str, *, project: str | None 
         # Redis unreachable raises here (ingest_files would count it against the file).
         sink.backoff.run(lambda _: sink.client.time(), "reaching Redis")
         report = ingest_files([Path(session_file)], sink, strict=True,
-                              max_line_bytes=settings.max_line_bytes)
+                              max_line_bytes=settings.max_line_bytes,
+                              excluded=settings.excluded)
     if sink.refused:
         raise ForeignProject("the session file names a project this request was not "
                              "authorized for")

@@ -187,6 +187,9 @@ class Settings(Section, frozen=True):
     home: Path = Path(platformdirs.user_data_dir("lookback"))
     #: what ``lookback index``/``watch`` read; empty: Pi's, Claude Code's and Codex's folders
     sessions_dirs: tuple[str, ...] = ()
+    #: projects Lookback leaves alone (a project's folder, or a folder above projects): never
+    #: indexed, never answered from (docs/data-controls.md)
+    excluded_projects: tuple[str, ...] = ()
     #: set: service mode
     redis_url: str | None = None
     #: keeps same-path projects of different hosts/teams apart in one Redis
@@ -207,6 +210,15 @@ class Settings(Section, frozen=True):
     def service_mode(self) -> bool:
         return bool(self.redis_url)
 
+    def excluded(self, cwd: str) -> bool:
+        """True when the project whose folder is ``cwd`` is switched off: it or a folder
+        above it is in ``excluded_projects``."""
+        for folder in self.excluded_projects:
+            root = os.path.expanduser(folder).rstrip("/\\") or "/"
+            if cwd == root or cwd.startswith(root if root.endswith("/") else root + "/"):
+                return True
+        return False
+
 
 #: The defaults, for code that needs one default without loading anything.
 DEFAULTS = Settings()
@@ -223,7 +235,8 @@ FOREIGN_VARIABLES = frozenset({
 FOREIGN_PREFIXES = ("LOOKBACK_TEST_",)
 
 #: Settings whose variable is not the generic name.
-VARIABLE_NAMES = {"sessions_dirs": "LOOKBACK_SESSIONS_DIR"}
+VARIABLE_NAMES = {"sessions_dirs": "LOOKBACK_SESSIONS_DIR",
+                  "excluded_projects": "LOOKBACK_EXCLUDED_PROJECTS"}
 
 
 def load_settings(overrides: Mapping[str, Any] | None = None,
@@ -400,7 +413,7 @@ def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
 def _parse_variable(name: str, raw: str, kind: Any) -> Any:
     """A variable's text as the setting's type (msgspec converts numbers and booleans)."""
     origin = get_origin(kind) or kind
-    if name == VARIABLE_NAMES["sessions_dirs"]:
+    if name in (VARIABLE_NAMES["sessions_dirs"], VARIABLE_NAMES["excluded_projects"]):
         return [part for part in raw.split(os.pathsep) if part]
     if origin in (dict, tuple, list):
         try:

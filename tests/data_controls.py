@@ -53,12 +53,14 @@ def pi_session(path: Path, texts: list[str], *, cwd: str, session_id: str,
     return path
 
 
-def lookback(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """The ``lookback`` command, as a user runs it, on ``home``."""
+def lookback(home: Path, *args: str, stdin: str | None = None,
+             **environ: str) -> subprocess.CompletedProcess:
+    """The ``lookback`` command, as a user runs it, on ``home`` (``environ``: more
+    variables, such as settings)."""
     return subprocess.run([*LOOKBACK, "--home", str(home), *args], capture_output=True,
                           text=True, timeout=180, input=stdin,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(home.parent),
-                               "LOOKBACK_CONFIG": str(home / "none.toml")})
+                               "LOOKBACK_CONFIG": str(home / "none.toml"), **environ})
 
 
 @dataclass
@@ -84,10 +86,11 @@ def live_reader(home: Path, **values: Any) -> Iterator[Reader]:
 
 
 def every_answer(home: Path, session_file: Path, query: str, entry_ids: list[str],
-                 **settings: Any) -> dict[str, str]:
+                 environ: dict[str, str] | None = None, **settings: Any) -> dict[str, str]:
     """What every path that returns session text answers about ``query`` (retrieval,
     search over the project, and reading each of ``entry_ids`` with its neighbours), by
-    path: the Python API, HTTP, the CLI, the MCP tools and the Claude Code hook."""
+    path: the Python API, HTTP, the CLI, the MCP tools and the Claude Code hook.
+    ``settings`` are the reader's, ``environ`` the CLI's (the same settings as variables)."""
     found: dict[str, str] = {}
     with live_reader(home, **settings) as reader:
         retrieve = {"session_file": str(session_file), "message": query}
@@ -112,7 +115,7 @@ def every_answer(home: Path, session_file: Path, query: str, entry_ids: list[str
         found["hook"] = claude_hook.run_hook(hook, url=reader.url, provider="anthropic",
                                              timeout_ms=5000) or ""
     done = lookback(home, "search", query, "--session-file", str(session_file),
-                    "--scope", "project", "--json")
+                    "--scope", "project", "--json", **(environ or {}))
     found["cli"] = done.stdout + done.stderr
     return found
 

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     with sink, Progress(sum(map(_size, files)), what="indexing", quiet=args.quiet) as progress:
         report = ingest_files(files, sink, strict=named_files(args.paths),
                               max_line_bytes=settings.max_line_bytes,
-                              **_follow(files, progress))
+                              excluded=settings.excluded, **_follow(files, progress))
     report.not_sessions.extend(skipped)
     _note_sink(report, sink)
     _summary(report, time.monotonic() - started, args.json, unreadable)
@@ -137,6 +137,7 @@ def _summary(report: IngestReport, seconds: float, as_json: bool,
         "not_sessions": len(report.not_sessions),
         "headers_being_written": report.pending_headers,
         "unreadable_skipped": len(unreadable) + len(report.unreadable),
+        "excluded_skipped": report.excluded,
         "errors": errors,
         "seconds": round(seconds, 3),
     }
@@ -153,6 +154,8 @@ def _summary(report: IngestReport, seconds: float, as_json: bool,
             print(f"repaired {read.repaired} values that could not be stored as written "
                   f"(lone surrogates escaped, impossible numbers dropped); "
                   f"{read.set_aside} lines set aside")
+        if report.excluded:
+            print(f"{report.excluded} files of projects in excluded_projects not read")
         if report.pending_headers:
             print(f"{report.pending_headers} files are still being started (header line "
                   "incomplete); they are read on the next run")

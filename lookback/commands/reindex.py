@@ -143,7 +143,8 @@ def _repair_from_sessions(project: ProjectDir, settings: Settings, paths: list[P
                         f"lookback reindex --repair --project {project.name} PATH", 1)
     generation = fresh_generation(project)
     with EmbeddedSink(settings.home, namespace=settings.namespace) as sink:
-        report = ingest_files(files, sink, max_line_bytes=settings.max_line_bytes)
+        report = ingest_files(files, sink, max_line_bytes=settings.max_line_bytes,
+                              excluded=settings.excluded)
     for error in [*report.errors, *sink.failures.values()]:
         print(f"lookback: error: {error}", file=sys.stderr, flush=True)
     _say(f"repaired {project.name} from {len(files)} session files: "

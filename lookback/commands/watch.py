@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
           file=sys.stderr, flush=True)
     watcher = Watcher(roots, sink, poll_seconds=poll, rescan_seconds=rescan,
                       hot_seconds=settings.watch.hot_seconds, on_idle=on_idle,
-                      max_line_bytes=settings.max_line_bytes)
+                      max_line_bytes=settings.max_line_bytes, excluded=settings.excluded)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with sink:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,7 @@ import apsw
 from lookback.errors import NotFound
 from lookback.index.layout import ProjectDir, find_project, project_dir
 from lookback.index.memo import Memo
-from lookback.index.store import IndexUnavailable, one_row
+from lookback.index.store import IndexUnavailable, one_row, read_meta
 from lookback.index.tree import PathEntry, branch
 from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import DEFAULT_MAX_LINE_BYTES, HeaderPending
@@ -45,6 +45,12 @@ PROJECT_DIR_CACHE_SIZE = 4096
 #: indexer's own line limit, so a session it can index is never refused here (a Claude
 #: Code session may start with a long pasted prompt).
 HEADER_MAX_BYTES = DEFAULT_MAX_LINE_BYTES
+
+
+class ProjectExcluded(IndexUnavailable):
+    """The project is in the settings' ``excluded_projects``: answers say ``disabled``."""
+
+    code = "project-excluded"
 
 
 class NotIndexed(NotFound, LookupError):
@@ -88,9 +94,12 @@ class IndexReader:
 
     def __init__(self, home: Path, namespace: str = "", *,
                  max_open_files: int = DEFAULT_MAX_OPEN_FILES,
-                 connections_per_project: int = DEFAULT_PER_PROJECT) -> None:
+                 connections_per_project: int = DEFAULT_PER_PROJECT,
+                 excluded: Callable[[str], bool] | None = None) -> None:
         self.home = Path(home)
         self.namespace = namespace
+        #: ``Settings.excluded``: the projects switched off, never answered from
+        self.excluded = excluded
         self.pool = ConnectionPool(max_open_files=max_open_files,
                                    per_project=connections_per_project)
         self._branches: Memo[list[PathEntry]] = Memo(BRANCH_CACHE_SIZE)
@@ -169,6 +178,9 @@ class IndexReader:
             session_file=session_file, project=project, session_id=session_id))
         path = self._index_path(ref.project)
         with self.pool.connection(ref.project.name, path) as connection, connection:
+            if self.excluded is not None and self.excluded(read_meta(connection, "cwd") or ""):
+                raise ProjectExcluded(f"project {ref.project.name}: Lookback is switched off "
+                                      "for it (excluded_projects)")
             yield SessionView(connection, path, ref.session_id or _latest_session(connection))
 
     def _index_path(self, project: ProjectDir) -> Path:

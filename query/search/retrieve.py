@@ -66,6 +66,17 @@ MIN_REMAINING_TOKENS, EXCERPT_SHRINK = 48, 0.7
 MIN_EXCERPT_CHARS = MIN_REMAINING_TOKENS * CHARS_PER_TOKEN
 
 
+#: A user message that starts with this (after blanks, in any case) asks for no retrieval:
+#: the answer is ``no-query`` and the agent gets its messages unchanged
+#: (docs/data-controls.md). A backslash before it keeps it literal text.
+SKIP_MARKER = "[lookback:skip]"
+
+
+def skips_retrieval(message: str) -> bool:
+    """True when the user's ``message`` opts out of retrieval (``SKIP_MARKER``)."""
+    return message.lstrip()[:len(SKIP_MARKER)].casefold() == SKIP_MARKER
+
+
 @dataclass(frozen=True)
 class Allowed:
     """The entries automatic retrieval may return for this request, as SQL scopes."""
@@ -87,6 +98,9 @@ class Retriever:
         started = time.perf_counter()
         diagnostics = Diagnostics()
         if request.message is None:
+            return _answer("no-query", None, diagnostics, started)
+        if skips_retrieval(request.message):
+            diagnostics.warn(f"the message opts out of retrieval ({SKIP_MARKER})")
             return _answer("no-query", None, diagnostics, started)
         searched = searched_of(request.message)
         if not searched.terms.has_topic:
