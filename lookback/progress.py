@@ -2,7 +2,7 @@
 
 A tqdm bar on stderr with the rate and the time left, only when stderr is a terminal
 and ``--quiet`` was not given: a pipe or a log file gets no progress lines, only the
-command's summary. A ticker thread redraws the bar twice a second, so its elapsed
+command's summary. A ticker thread redraws the bar four times a second, so its elapsed
 time and rate keep moving while one long step runs (a large batch, the final sync):
 the terminal is never silent for more than a second.
 """
@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, TextIO
 
 #: How often the ticker redraws the bar (seconds).
-REDRAW_SECONDS = 0.5
+REDRAW_SECONDS = 0.25
 
 
 class Progress:

@@ -94,7 +94,12 @@ def test_a_dangling_link_and_a_stray_jsonl_in_a_folder_are_skipped_and_counted(r
 
 def test_unknown_project_and_bad_settings(run, tmp_path, monkeypatch):
     code, _, err = run("status", "--project", "../etc")
-    assert code == 2 and "invalid project name" in err
+    assert code == 2 and "--project ../etc: invalid project name" in err
+    for command in ("status", "reindex"):
+        code, _, err = run(command, "--project", "/no/such/cwd")
+        assert code == 2 and "--project /no/such/cwd: no such project is indexed" in err
+    code, _, err = run("context", "retrieved", "--session-file", str(tmp_path / "gone.jsonl"))
+    assert code == 2 and f"--session-file {tmp_path / 'gone.jsonl'}: " in err
     bad = _write(tmp_path / "bad.toml", "retrieval = [")
     code, _, err = run("--config", str(bad), "status")
     assert code == 2 and "bad.toml" in err

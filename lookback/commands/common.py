@@ -7,12 +7,15 @@ import argparse
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lookback.errors import LookbackError, NotFound, Unavailable, UserError
 from lookback.query.contract.answers import encode_answer
 from lookback.query.contract.request import RequestError
 from lookback.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from lookback.index.layout import ProjectDir
 
 
 def add_command(subparsers: argparse._SubParsersAction, name: str,
@@ -68,7 +71,7 @@ def add_session_flags(parser: argparse.ArgumentParser) -> None:
 def session_names(args: argparse.Namespace, settings: Settings) -> dict[str, str | None]:
     """The ``session_file``/``project``/``session_id`` of a request from the flags, checked
     here so that a wrong one is an error naming its flag (never a silent ``not-indexed``)."""
-    from lookback.index.layout import ProjectNotFound, find_project, project_dir
+    from lookback.index.layout import project_dir
 
     if args.session_file:
         path = Path(args.session_file).expanduser()
@@ -78,11 +81,7 @@ def session_names(args: argparse.Namespace, settings: Settings) -> dict[str, str
             raise UserError(f"--session-file {args.session_file}: not a file")
         return {"session_file": str(path.absolute()), "session_id": args.session_id}
     if args.project:
-        try:
-            find_project(settings.home, args.project, settings.namespace)
-        except ProjectNotFound:
-            raise NotFound(f"--project {args.project}: no such project is indexed "
-                           "(`lookback status` lists them)") from None
+        named_project(settings, args.project)
         return {"project": args.project, "session_id": args.session_id}
     here = Path.cwd()
     for folder in (here, *here.parents):
@@ -90,6 +89,20 @@ def session_names(args: argparse.Namespace, settings: Settings) -> dict[str, str
             return {"project": str(folder), "session_id": args.session_id}
     raise NotFound(f"no project is indexed for this folder ({here}) or a parent: name one "
                    "with --project or --session-file (`lookback status` lists them)")
+
+
+def named_project(settings: Settings, name: str) -> ProjectDir:
+    """The indexed project ``--project NAME`` names (its folder name or cwd), or an error
+    naming the flag."""
+    from lookback.index.layout import ProjectNotFound, find_project
+
+    try:
+        return find_project(settings.home, name, settings.namespace)
+    except ProjectNotFound as error:
+        problem = "invalid project name" if "invalid" in str(error) else \
+            "no such project is indexed"
+        raise NotFound(f"--project {name}: {problem} (`lookback status` lists them)") \
+            from None
 
 
 #: The request fields of the API (``query.contract.request``) as the CLI's flags say them.

@@ -81,7 +81,8 @@ def _session_id(args: argparse.Namespace, store: ManifestStore) -> str | None:
         try:
             return peek_header(args.session_file)[0]
         except OSError as error:
-            raise UserError(f"{args.session_file}: {error.strerror or error}") from None
+            raise UserError(f"--session-file {args.session_file}: "
+                            f"{error.strerror or error}") from None
     return store.latest_session()
 
 

@@ -8,10 +8,10 @@ import os
 import sys
 from pathlib import Path
 
-from lookback.commands.common import add_command, add_json, json_text, load
+from lookback.commands.common import add_command, add_json, json_text, load, named_project
 from lookback.errors import LookbackError, UserError
 from lookback.freshness import default_roots
-from lookback.index.layout import ProjectDir, find_project, list_projects, project_key
+from lookback.index.layout import ProjectDir, list_projects, project_key
 from lookback.index.paths import PathRegistry
 from lookback.index.rebuild import exclusive, rebuild
 from lookback.index.repair import check, fresh_generation, repair_from_log
@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
-    projects = ([find_project(settings.home, args.project, settings.namespace)]
+    projects = ([named_project(settings, args.project)]
                 if args.project else list_projects(settings.home))
     if args.paths and not args.repair:
         raise UserError("session paths are only read with --repair")

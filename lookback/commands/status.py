@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from lookback.commands.common import add_command, load
-from lookback.index.layout import find_project, list_projects
+from lookback.commands.common import add_command, load, named_project
+from lookback.index.layout import list_projects
 from lookback.index.status import project_status
 from lookback.ingest.entries import MAX_TEXT_CHARS
 
@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
     settings = load(args)
-    projects = ([find_project(settings.home, args.project, settings.namespace)]
+    projects = ([named_project(settings, args.project)]
                 if args.project else list_projects(settings.home))
     report: dict[str, Any] = {"home": str(settings.home),
                               "mode": "service" if settings.service_mode else "embedded",
