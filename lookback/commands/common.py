@@ -58,14 +58,15 @@ def add_session_flags(parser: argparse.ArgumentParser) -> None:
     """How ``search`` and ``show`` name a session; neither given: the current folder's
     project (or its nearest parent folder's)."""
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--session-file", help="a Pi, Claude Code or Codex session file "
-                       "(names its project and session)")
-    which.add_argument("--project", help="an indexed project: its folder name or cwd "
-                       "(default: the current folder's, or its nearest parent's)")
-    parser.add_argument("--session-id", help="a session of that project (default: its most "
-                        "recently active session)")
-    parser.add_argument("--provider", help="the model provider the text is for (the privacy "
-                        "policy decides what it may see; default: an unnamed remote provider)")
+    which.add_argument("--session-file", metavar="FILE", help="a Pi, Claude Code or Codex "
+                       "session file (names its project and session)")
+    which.add_argument("--project", metavar="PROJECT", help="an indexed project: its folder "
+                       "name or cwd (default: the current folder's, or its nearest parent's)")
+    parser.add_argument("--session-id", metavar="ID", help="a session of that project "
+                        "(default: its most recently active session)")
+    parser.add_argument("--provider", metavar="NAME", help="the model provider the text is "
+                        "for (the privacy policy decides what it may see; default: an unnamed "
+                        "remote provider)")
 
 
 def session_names(args: argparse.Namespace, settings: Settings) -> dict[str, str | None]:

@@ -12,12 +12,12 @@ SUMMARY = "show the effective settings and where each value came from"
 DESCRIPTION = """Print every setting's value and its origin: default, the settings file,
 a LOOKBACK_* variable or the command line (--home). The settings file is $LOOKBACK_CONFIG
 (or --config), else config.toml in the platform's config folder (~/.config/lookback on
-Linux); see docs/configuration.md."""
+Linux)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "config", run, SUMMARY, DESCRIPTION)
-    add_json(parser, "the file, and each setting's value and origin,")
+    add_json(parser, "the file and each setting's value and origin")
 
 
 def run(args: argparse.Namespace) -> int:

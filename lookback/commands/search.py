@@ -32,9 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--scope", choices=("branch", "session", "project"), default="branch",
                         help="the session's current branch (default), the whole session, or "
                              "every session of the project")
-    parser.add_argument("--leaf-id", help="the branch's leaf (default: the session's last entry)")
+    parser.add_argument("--leaf-id", metavar="ID",
+                        help="the branch's leaf (default: the session's last entry)")
     add_limit(parser, DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS, "results")
-    add_json(parser, "the answer (the same JSON as POST /v1/search)")
+    add_json(parser, "POST /v1/search's answer")
 
 
 def add_limit(parser: argparse.ArgumentParser, default: int, most: int, what: str) -> None:

@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         ("after", "following it")):
         parser.add_argument(f"--{side}", type=int, default=0, metavar="N",
                             help=f"also the N entries {where} (0-{MAX_NEIGHBOURS})")
-    add_json(parser, "the answer (the same JSON as POST /v1/source)")
+    add_json(parser, "POST /v1/source's answer")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from lookback.workers.sink import RedisSink
 
 
-SUMMARY = "tail Pi and Claude Code session folders, index new entries"
-DESCRIPTION = """Watch session folders (default: Pi's sessions folder and Claude Code's
-~/.claude/projects when it exists) for new files, appended lines and rewrites. With
+SUMMARY = "tail Pi, Claude Code and Codex session folders, index new entries"
+DESCRIPTION = """Watch session folders (default: Pi's sessions folder, and Claude Code's
+~/.claude/projects and Codex's ~/.codex/sessions when they exist) for new files, appended
+lines and rewrites. With
 LOOKBACK_REDIS_URL set the events go to Redis for `lookback worker`; a restarted watcher resumes
 where Redis says it stopped."""
 
