@@ -1,8 +1,15 @@
 """Read a session file (Pi, Claude Code: ``ingest.claude_code``, or Codex:
 ``ingest.codex``) incrementally and turn its new lines into events.
 
-Pi appends one JSON object per line. A re-run reads only the complete lines added
-since the remembered ``FileState``; a file that shrank or whose already-read prefix
+Pi appends one JSON object per line. A re-run reads only the lines added since the
+remembered ``FileState``: complete lines, and a last line without its newline when it
+already is a whole JSON object (a writer that died mid-turn left it so; Pi itself keeps
+such a record). Its state then ends inside the line (the byte before ``offset`` is no
+newline): when the line is finished by whitespace and a newline, nothing is read twice;
+when more text lands on it, the record read was not the line's, and the session is
+re-read as after a rewrite (below), so no wrong entry stays.
+
+A re-run's a file that shrank or whose already-read prefix
 changed (Pi rewrites v1/v2 files in place when it opens them; an editor may change
 one word and keep the size) is a rewrite, and the whole session is re-read behind a
 ``reset`` event instead of being duplicated.
@@ -154,7 +161,8 @@ def read_session(path: str, state: FileState | None = None, *,
         info = os.fstat(handle.fileno())
         size, seen = info.st_size, _seen(info)
         pending: list[Event] = []
-        if state is not None and not _prefix_unchanged(handle, state, size, seen):
+        if state is not None and (not _prefix_unchanged(handle, state, size, seen)
+                                  or _last_line_extended(handle.fileno(), state, size)):
             stats.rewrites += 1
             pending.append(Event("reset", state.session_id, state.cwd, {"reason": "rewritten"}))
             state = None
@@ -185,7 +193,8 @@ def checked_state(path: str, state: FileState) -> FileState | None:
     with open_session_file(path) as handle:
         info = os.fstat(handle.fileno())
         seen = _seen(info)
-        if not _prefix_unchanged(handle, state, info.st_size, seen):
+        if not _prefix_unchanged(handle, state, info.st_size, seen) \
+                or _last_line_extended(handle.fileno(), state, info.st_size):
             return None
     return state if state.prefix_crc is None else replace(state, seen=seen)
 
@@ -223,7 +232,10 @@ def open_session_file(path: str) -> BinaryIO:
 def _read_body(handle: BinaryIO, state: FileState, pending: list[Event], stats: ReadStats,
                max_line_bytes: int, batch_events: int, seen: str) -> Iterator[Batch]:
     cursor = _Cursor(state, handle.fileno(), seen)
-    for start, end, line in _complete_lines(handle, state.offset, max_line_bytes, stats):
+    for start, end, line in _complete_lines(handle, state.offset, max_line_bytes, stats,
+                                            unterminated=True):
+        if line is not None and not line.endswith(b"\n") and parse_object(line) is None:
+            break  # an unfinished last line: read once it is a record or has its newline
         stats.lines += 1
         cursor.offset = end
         if line is None:  # oversized: Pi wrote an entry there, so it takes a position
@@ -546,6 +558,26 @@ def _prefix_unchanged(handle: BinaryIO, state: FileState, size: int, seen: str) 
     return _crc(handle.fileno(), 0, state.offset) == state.prefix_crc
 
 
+def _last_line_extended(fd: int, state: FileState, size: int) -> bool:
+    """The last line ``state`` read had no newline yet, and what follows it on that line
+    now is more than whitespace: as a whole, that line is not the record read from it."""
+    if state.offset <= state.header_len or size <= state.offset \
+            or os.pread(fd, 1, state.offset - 1) == b"\n":
+        return False
+    position = state.offset
+    while position < size:
+        chunk = os.pread(fd, 1 << 16, position)
+        if not chunk:
+            return False
+        rest = chunk.split(b"\n", 1)[0]
+        if rest.strip():
+            return True
+        if len(rest) < len(chunk):  # the newline came after whitespace only
+            return False
+        position += len(chunk)
+    return False
+
+
 def _seen(info: os.stat_result) -> str:
     """What tells a changed file from an untouched one: its size and ctime (which every
     write moves and no program can set back)."""
@@ -565,11 +597,13 @@ def _crc(fd: int, start: int, end: int, crc: int = 0) -> int:
 
 
 def _complete_lines(handle: BinaryIO, offset: int, max_line_bytes: int,
-                    stats: ReadStats) -> Iterator[tuple[int, int, bytes | None]]:
+                    stats: ReadStats, *, unterminated: bool = False
+                    ) -> Iterator[tuple[int, int, bytes | None]]:
     """Yield (start, end, line bytes) for every complete line from ``offset``.
 
-    An unterminated last line is left for a later run. A line over the limit is
-    skipped in chunks, counted, and yielded with ``None`` in place of its bytes.
+    An unterminated last line is left for a later run (``unterminated``: yielded too,
+    without its newline, for the caller to judge). A line over the limit is skipped in
+    chunks, counted, and yielded with ``None`` in place of its bytes.
     """
     handle.seek(offset)
     position = offset
@@ -582,6 +616,8 @@ def _complete_lines(handle: BinaryIO, offset: int, max_line_bytes: int,
             position += len(line)
             continue
         if len(line) <= max_line_bytes:
+            if unterminated:
+                yield position, position + len(line), line
             return  # unterminated last line: wait until Pi finishes writing it
         rest, complete = _skip_to_newline(handle)
         if not complete:

@@ -138,3 +138,89 @@ def test_a_line_over_the_limit_keeps_its_branch_whole(home, tmp_path, settings):
     answer = api.search_answer({"session_file": str(path), "text": "ZephyrGadget",
                                 "scope": "branch"}, settings=settings)
     assert [r.entry_id for r in answer.results] == ["e0000001"]
+
+
+# -- failure 4: a valid last line without its newline -------------------------------------
+
+def indexed(home: Path) -> dict[str, str]:
+    from lookback.index.layout import project_dir
+    from lookback.index.store import open_reader
+
+    connection = open_reader(project_dir(home, CWD).index_path())
+    try:
+        return dict(connection.execute("SELECT entry_id, text FROM entries"))
+    finally:
+        connection.close()
+
+
+def grow(path: Path, text: str) -> None:
+    with path.open("ab") as handle:
+        handle.write(text.encode())
+
+
+def unterminated_session(tmp_path: Path) -> Path:
+    """The fixture, its last entry (a user turn) written without its newline."""
+    lines = [header("unterminated"),
+             entry("e0000001", None, "How should ZephyrGadget cache its handles?"),
+             entry("e0000002", "e0000001", "Keep them in an LRU keyed by path.", "assistant"),
+             entry("e0000003", "e0000002", "the last words before the crash")]
+    return write(tmp_path / "s" / "cut.jsonl", lines, end="")
+
+
+def test_a_valid_last_line_without_its_newline_is_indexed(home, tmp_path):
+    path = unterminated_session(tmp_path)
+    index_paths(home, path)
+    assert indexed(home)["e0000003"] == "the last words before the crash"
+
+
+def test_its_newline_arriving_later_indexes_nothing_twice(home, tmp_path):
+    path = unterminated_session(tmp_path)
+    first = index_paths(home, path)
+    grow(path, "  \n")  # the writer finishes the line (whitespace is still the same object)
+    again = index_paths(home, path)
+    assert again.read.entries == 0 and again.read.rewrites == 0 and again.read.malformed == 0
+    grow(path, entry("e0000004", "e0000003", "and after the restart") + "\n")
+    more = index_paths(home, path)
+    assert more.read.entries == 1 and more.read.rewrites == 0
+    assert set(indexed(home)) == {"e0000001", "e0000002", "e0000003", "e0000004"}
+    assert first.read.entries == 3
+
+
+@pytest.mark.parametrize("extension", ['{"type":"message"}\n', "garbage\n", "garbage"])
+def test_a_line_extended_after_it_was_indexed_leaves_no_wrong_entry(home, tmp_path,
+                                                                   extension):
+    path = unterminated_session(tmp_path)
+    index_paths(home, path)
+    assert "e0000003" in indexed(home)
+    grow(path, extension)  # more on the same line: as a whole it is no entry at all
+    index_paths(home, path)
+    assert_no_wrong_entry(home)
+    grow(path, "\n" if not extension.endswith("\n") else "")
+    grow(path, entry("e0000004", "e0000002", "a later turn") + "\n")
+    index_paths(home, path)
+    assert_no_wrong_entry(home)
+    assert indexed(home)["e0000004"] == "a later turn"
+
+
+def assert_no_wrong_entry(home: Path) -> None:
+    """The record once read from the unfinished line is gone: its id is at most a
+    text-less link (the line, finished, starts with it), never its text."""
+    entries = indexed(home)
+    assert "the last words before the crash" not in entries.values()
+    assert entries.get("e0000003", "") == ""
+    assert entries["e0000002"] == "Keep them in an LRU keyed by path."
+
+
+def test_the_readers_freshness_engine_indexes_it_too(home, tmp_path):
+    from lookback.freshness import engine_for
+
+    path = unterminated_session(tmp_path)
+    engine = engine_for(load_settings({"home": str(home)}, environ={})).start()
+    try:
+        assert engine.ensure(str(path), wait_ms=30_000).state == "indexed"
+        assert "e0000003" in indexed(home)
+        grow(path, "garbage\n")
+        assert engine.ensure(str(path), wait_ms=30_000).state == "indexed"
+        assert_no_wrong_entry(home)
+    finally:
+        engine.close()
