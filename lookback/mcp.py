@@ -279,7 +279,13 @@ class GuardedApp:
         if scope.get("type") == "http":
             headers = {name.decode("latin-1").lower(): value.decode("latin-1")
                        for name, value in scope.get("headers") or []}
-            refusal = self.refusal(scope.get("method", "GET"), headers)
+            method = scope.get("method", "GET")
+            refusal = self.refusal(method, headers)
+            if refusal is None and method == "GET":
+                # A stateless server sends no messages of its own: no SSE stream to hold
+                # open (the SDK's GET would hold the connection until the client left).
+                refusal = ApiError(405, "method-not-allowed",
+                                   "this MCP endpoint answers POST only (no SSE stream)")
             if refusal is not None:
                 await _send_error(send, refusal)
                 return
@@ -297,9 +303,11 @@ class GuardedApp:
 
 async def _send_error(send: Any, error: ApiError) -> None:
     body = orjson.dumps(error.payload())
-    await send({"type": "http.response.start", "status": error.status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    if error.status == 405:
+        headers.append((b"allow", b"POST"))
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -9,6 +9,7 @@ Imported only when ``lookback mcp`` runs (the SDK is the optional ``mcp`` extra)
 import json
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -41,6 +42,7 @@ from lookback.mcp import (
 from lookback.server.app import ReaderApp
 from lookback.server.auth import check_binding
 from lookback.server.errors import ApiError
+from lookback.server.transport import LISTEN_BACKLOG, connection_limit
 from lookback.settings import Settings
 
 log = logging.getLogger("lookback.mcp")
@@ -159,13 +161,93 @@ def stdio_authorization() -> str | None:
 
 def run_stdio(settings: Settings, *, provider: str | None, project: str | None) -> None:
     """Serve the tools on stdin/stdout until the client closes them."""
+    import anyio
+
     app = ReaderApp(settings)
     try:
         tools = HistoryTools(app, provider=provider, default_project=project)
         authorization = stdio_authorization()
-        build_server(tools, lambda ctx: authorization).run("stdio")
+        anyio.run(_serve_stdio, build_server(tools, lambda ctx: authorization))
     finally:
         app.close()
+
+
+async def _serve_stdio(server: Any) -> None:
+    """``MCPServer.run("stdio")``, with an answer to every frame the SDK cannot read.
+
+    The SDK's stdin reader hands such a frame on as an exception, which its session drops:
+    the client waited for its own timeout. Here each gets a JSON-RPC error (``malformed``),
+    with the request's id when it can be read."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    async with stdio_server() as (read_stream, write_stream):
+        frames_in, frames = anyio.create_memory_object_stream[Any](0)
+
+        async def sort_frames() -> None:
+            async with frames_in:
+                async for frame in read_stream:
+                    if not isinstance(frame, Exception):
+                        await frames_in.send(frame)
+                    elif (error := malformed(frame)) is not None:
+                        log.info(json.dumps({"event": "mcp-frame", "outcome": "malformed",
+                                             "code": error.error.code}))
+                        await write_stream.send(SessionMessage(error))
+
+        lowlevel = server._lowlevel_server
+        async with anyio.create_task_group() as group:
+            group.start_soon(sort_frames)
+            await lowlevel.run(frames, write_stream, lowlevel.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+#: A request id in a frame that is not JSON (a cut-off line).
+_FRAME_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+def malformed(error: Exception) -> Any:
+    """The JSON-RPC error answering a frame the SDK could not read (its exception), or
+    None for a notification (no id: JSON-RPC answers none). Not JSON: parse error
+    (-32700); text with a lone surrogate escape (``\\ud800``, which JavaScript's
+    ``JSON.stringify`` writes and no UTF-8 can carry): invalid params (-32602); any other
+    shape: invalid request (-32600)."""
+    import mcp_types as types
+
+    details = error.errors() if hasattr(error, "errors") else []
+    raw = details[0].get("input") if details else None
+    message: Any = raw if isinstance(raw, dict) else None
+    if isinstance(raw, str):
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            message = None
+    if isinstance(message, dict):
+        request_id = message.get("id")
+        if "id" not in message or not isinstance(request_id, (int, str)) \
+                or isinstance(request_id, bool):
+            return None if "id" not in message else _error(types, None, types.INVALID_REQUEST,
+                                                           "Invalid request")
+        if _has_lone_surrogate(message):
+            return _error(types, request_id, types.INVALID_PARAMS, "Invalid params: text "
+                          "holds a lone surrogate escape (\\ud800-\\udfff), not Unicode")
+        return _error(types, request_id, types.INVALID_REQUEST, "Invalid request")
+    found = _FRAME_ID.search(raw) if isinstance(raw, str) else None
+    request_id = None if found is None else json.loads(found.group(1))
+    return _error(types, request_id, types.PARSE_ERROR, "Parse error")
+
+
+def _error(types: Any, request_id: int | str | None, code: int, message: str) -> Any:
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id,
+                              error=types.ErrorData(code=code, message=message))
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def http_app(settings: Settings, *, provider: str | None = None,
@@ -194,23 +276,133 @@ def _http_parts(settings: Settings, provider: str | None,
     return GuardedApp(inner, app), app, server
 
 
+#: Seconds between two log lines about connections closed or refused for room.
+OVERLOAD_LOG_INTERVAL = 10.0
+
+
+class ConnectionBound:
+    """``lookback serve``'s bound on connections (``transport.connection_limit``: at most
+    ``server.max_connections`` and a quarter of the open-file limit), for uvicorn's
+    connections: admitting one beyond the limit closes the oldest connection with no
+    request in progress, else refuses the new one; a connection that sends no request
+    within ``server.idle_timeout_seconds`` is closed. So held or silent connections can
+    neither keep a tool call out nor use up the process's descriptors. What was closed or
+    refused is logged once per ``OVERLOAD_LOG_INTERVAL`` with its count."""
+
+    def __init__(self, limit: int, idle_timeout: float) -> None:
+        self.limit = limit
+        self.idle_timeout = idle_timeout
+        self.open: dict[Any, None] = {}  # oldest first
+        self.evicted = self.refused = self.accept_errors = 0
+        self._logged_at = 0.0
+        self._unlogged = 0
+
+    def admit(self, protocol: Any) -> bool:
+        if len(self.open) >= self.limit:
+            idle = next((other for other in self.open if not _busy(other)), None)
+            if idle is None:
+                self.refused += 1
+                self.overloaded()
+                return False
+            self.open.pop(idle)
+            idle.transport.close()
+            self.evicted += 1
+            self.overloaded()
+        self.open[protocol] = None
+        return True
+
+    def closed(self, protocol: Any) -> None:
+        self.open.pop(protocol, None)
+
+    def overloaded(self) -> None:
+        """Count one closed or refused connection (or failed accept); log the count at
+        most once per interval."""
+        self._unlogged += 1
+        now = time.monotonic()
+        if now - self._logged_at >= OVERLOAD_LOG_INTERVAL:
+            log.warning(json.dumps({
+                "event": "mcp-overload", "since_last": self._unlogged, "limit": self.limit,
+                "open": len(self.open), "evicted": self.evicted, "refused": self.refused,
+                "accept_errors": self.accept_errors}))
+            self._logged_at, self._unlogged = now, 0
+
+    def exception_handler(self, loop: Any, context: dict[str, Any]) -> None:
+        """The event loop's: a failed ``accept`` (out of descriptors) is counted into the
+        overload line instead of logged each time; anything else as asyncio would."""
+        if str(context.get("message", "")).startswith("socket.accept() out of system resource"):
+            self.accept_errors += 1
+            self.overloaded()
+            return
+        loop.default_exception_handler(context)
+
+
+def _busy(protocol: Any) -> bool:
+    """Whether a connection has a request in progress (not between requests)."""
+    cycle = getattr(protocol, "cycle", None)
+    return cycle is not None and not cycle.response_complete
+
+
+def bounded_protocol(bound: ConnectionBound) -> type:
+    """uvicorn's h11 protocol, its connections counted in ``bound``."""
+    import asyncio
+
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class BoundedH11Protocol(H11Protocol):
+        _first_request: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            if not bound.admit(self):
+                transport.close()
+                return
+            self._first_request = self.loop.call_later(bound.idle_timeout, self._silent)
+
+        def _silent(self) -> None:
+            if self.cycle is None:  # no request began: a silent connection
+                self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            if self._first_request is not None:
+                self._first_request.cancel()
+                self._first_request = None
+            super().data_received(data)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            bound.closed(self)
+            if self._first_request is not None:
+                self._first_request.cancel()
+            super().connection_lost(exc)
+
+    return BoundedH11Protocol
+
+
 def run_http(settings: Settings, *, host: str, port: int, provider: str | None,
              on_listening: Callable[[str, int], None] | None = None) -> None:
-    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted."""
+    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted, its
+    connections bounded as ``lookback serve``'s are (``ConnectionBound``)."""
+    import asyncio
+
     app_asgi, app = http_app(settings, provider=provider)
     check_binding(host, app.grants)
+    bound = ConnectionBound(connection_limit(settings.server.max_connections),
+                            settings.server.idle_timeout_seconds)
     config = uvicorn.Config(app_asgi, host=host, port=port, log_level="warning",
-                            access_log=False, lifespan="on")
+                            access_log=False, lifespan="on", http=bounded_protocol(bound),
+                            timeout_keep_alive=max(1, int(settings.server.idle_timeout_seconds)),
+                            backlog=LISTEN_BACKLOG)
     server = uvicorn.Server(config)
-    if on_listening is not None:
-        original = server.startup
+    original = server.startup
 
-        async def startup(sockets: Any = None) -> None:
-            await original(sockets=sockets)
-            bound = server.servers[0].sockets[0].getsockname() if server.servers else (host, port)
-            on_listening(bound[0], bound[1])
+    async def startup(sockets: Any = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(bound.exception_handler)
+        await original(sockets=sockets)
+        if on_listening is not None:
+            bound_to = server.servers[0].sockets[0].getsockname() if server.servers \
+                else (host, port)
+            on_listening(bound_to[0], bound_to[1])
 
-        server.startup = startup  # type: ignore[method-assign]
+    server.startup = startup  # type: ignore[method-assign]
     # uvicorn stops on SIGTERM, then raises the signal again under the handler it found:
     # this one, so the process ends with status 0 after closing the app (as `lookback serve`).
     signal.signal(signal.SIGTERM, _exit_quietly)

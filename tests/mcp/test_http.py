@@ -5,6 +5,12 @@ project's evidence."""
 from __future__ import annotations
 
 import asyncio
+import json
+import resource
+import socket
+import subprocess
+import time
+from pathlib import Path
 
 import httpx2
 from mcp import Client
@@ -12,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import (
     EARLY_USER_TEXT,
+    LOOKBACK,
     SESSION_ID,
     TOKEN_A,
     TOKEN_B,
@@ -88,3 +95,52 @@ def test_without_tokens_a_foreign_host_is_refused(projects):
         (failed, text), = calls(url, None, ("history_search", {
             "query": "AppMessage[]", "project": str(projects.cwd_b), "scope": "project"}))
         assert not failed and "0193f7a2-0000-7b3a-9d4e-2f6a8c0b1d3e" in text
+
+
+def test_held_and_silent_connections_cannot_starve_a_tool_call(projects, tmp_path):
+    """Issue 29 (5): 1,100 held ``GET /mcp`` used all 1,024 descriptors; tool calls went
+    unanswered and the log filled with "Too many open files". Here the limit is 128 (a
+    bound of 32 connections) and 300 connections are held: half a GET each, half silent."""
+    write_config(projects.home, f'[server.tokens]\n"{TOKEN_A}" = ["{projects.cwd_a}"]\n')
+    log_path = tmp_path / "stderr.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [*LOOKBACK, "mcp", "--http", "--port", "0"], env=environment(projects.home),
+            stdout=subprocess.DEVNULL, stderr=log, cwd=Path(__file__).resolve().parents[2],
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128)))
+    held: list[socket.socket] = []
+    try:
+        url = wait_for_listening(log_path, process)
+        host, port = url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+        auth = {"authorization": f"Bearer {TOKEN_A}"}
+        answer = httpx2.get(url, headers={**ACCEPT, **auth}, timeout=30)
+        assert answer.status_code == 405 and answer.headers["allow"] == "POST"
+        for number in range(300):
+            connection = socket.create_connection((host, int(port)), timeout=30)
+            if number % 2:
+                connection.sendall(f"GET /mcp HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                                   f"Accept: text/event-stream\r\nAuthorization: Bearer "
+                                   f"{TOKEN_A}\r\n\r\n".encode())
+            held.append(connection)
+        (failed, text), = calls(url, TOKEN_A, ("history_search", {
+            "query": "AppMessage[]", "project": str(projects.cwd_a), "scope": "project"}))
+        assert not failed and EARLY_USER_TEXT.split(";")[0] in text
+    finally:
+        for connection in held:
+            connection.close()
+        process.terminate()
+        process.wait(timeout=30)
+    lines = log_path.read_text().splitlines()
+    assert not [line for line in lines if "Too many open files" in line]
+    overload = [json.loads(line) for line in lines if '"mcp-overload"' in line]
+    assert 1 <= len(overload) <= 3 and overload[0]["limit"] == 32  # once per interval
+
+
+def wait_for_listening(log_path: Path, process: subprocess.Popen) -> str:
+    """The /mcp URL of the server logging to ``log_path``, once it listens."""
+    while process.poll() is None:
+        for line in log_path.read_text().splitlines():
+            if '"listening"' in line:
+                return json.loads(line)["url"]
+        time.sleep(0.05)
+    raise AssertionError(f"lookback mcp --http exited: {log_path.read_text()[-2000:]}")
