@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from lookback import resources
 from lookback.errors import LookbackError, UserError
 
 COMMANDS = ("index", "status", "reindex", "retrieve", "search", "show", "serve", "watch",
@@ -50,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "took away: quoted evidence from earlier turns of the current branch.",
         epilog="exit status:\n" + "\n".join(f"  {code:<4} {meaning}"
                                             for code, meaning in EXIT_CODES)
-               + "\n\nOutput is text for people; --json gives JSON for programs.",
+               + "\n\nOutput is text for people; --json gives JSON for programs."
+               + f"\nDocumentation (docs/*.md): {resources.shipped('docs') or 'not installed'}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"lookback {version()}")

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lookback import resources
+
 #: The ``name`` in the extension's package.json (never published to npm).
 PACKAGE_NAME = "lookback-pi"
 #: The file beside the installed copy that names the command starting the reader.
@@ -45,11 +47,9 @@ def is_package(folder: Path) -> bool:
 
 def shipped_dir() -> Path | None:
     """The extension this install ships: package data of the wheel, else the clone's."""
-    package = Path(__file__).resolve().parent
-    for folder in (package / "integrations" / "pi", package.parent / "integrations" / "pi"):
-        if is_package(folder):
-            return folder
-    return None
+    integrations = resources.shipped("integrations")
+    folder = integrations / "pi" if integrations is not None else None
+    return folder if folder is not None and is_package(folder) else None
 
 
 def shipped_files(folder: Path) -> dict[str, bytes]:
