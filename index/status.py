@@ -69,6 +69,8 @@ def _status(project: ProjectDir) -> dict[str, Any]:
         cut = one_row(connection.execute(
             "SELECT count(*) FROM entries WHERE tokens >= ? AND length(text) >= ?",
             (estimate_tokens("x" * MAX_TEXT_CHARS), MAX_TEXT_CHARS)))[0]
+        files: list[str] = [row[0] for row in connection.execute(
+            "SELECT file FROM sessions WHERE file IS NOT NULL")]
     finally:
         connection.close()
     size = sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal")
@@ -83,6 +85,8 @@ def _status(project: ProjectDir) -> dict[str, Any]:
         "entries": entries,
         "entries_by_type": by_type,
         "entries_cut": cut,  # text at the MAX_TEXT_CHARS limit: cut there when read
+        # sessions whose file is gone (an agent's cleanup): the index keeps what it read
+        "sessions_without_source": sum(1 for file in files if not os.path.exists(file)),
         "events_applied": int(meta.get("applied_seq") or 0),
         "last_indexed_at": last,
         "index_bytes": size,

@@ -522,8 +522,53 @@ def check_privacy(situation: Situation) -> list[Finding]:
     return [Finding("privacy", OK, line)]
 
 
+#: Claude Code deletes transcripts older than this many days unless ``cleanupPeriodDays``
+#: says otherwise (its settings' schema: a positive integer, default 30).
+CLAUDE_CLEANUP_DAYS = 30
+#: Where Claude Code's managed settings override everyone's (Linux; macOS in its Library).
+CLAUDE_MANAGED_SETTINGS = (Path("/etc/claude-code/managed-settings.json"),
+                           Path("/Library/Application Support/ClaudeCode/managed-settings.json"))
+
+
+def check_transcript_cleanup(situation: Situation) -> list[Finding]:
+    """Claude Code's own cleanup (``cleanupPeriodDays``) deletes transcripts; Lookback keeps
+    what it indexed. A note, never a problem: which periods apply, where set, and how many
+    sessions each project already keeps without their file."""
+    if not (situation.claude_dir / "projects").is_dir():
+        return []
+    user = situation.claude_dir / "settings.json"
+    periods: dict[str, list[str]] = {}  # "N days (where)" -> the folders it applies to
+    statuses = [project_status(project) for project in situation.projects]
+    folders = {str(situation.cwd)} | {str(status.get("cwd") or "") for status in statuses}
+    for folder in sorted(f for f in folders if f):
+        sources = [*CLAUDE_MANAGED_SETTINGS, Path(folder) / ".claude" / "settings.local.json",
+                   Path(folder) / ".claude" / "settings.json", user]
+        found = next(((path, value) for path in sources
+                      if (value := _settings_file(path).get("cleanupPeriodDays")) is not None),
+                     None)
+        if found is None:
+            key = f"{CLAUDE_CLEANUP_DAYS} days (Claude Code's default)"
+        elif isinstance(found[1], int) and not isinstance(found[1], bool) and found[1] >= 1:
+            key = f"{found[1]} days ({found[0]})"
+        else:
+            key = f"{CLAUDE_CLEANUP_DAYS} days ({found[0]} sets {found[1]!r}, which Claude Code " \
+                  "refuses: its default applies)"
+        periods.setdefault(key, []).append(folder)
+    kept = {status["project"]: status.get("sessions_without_source", 0) for status in statuses}
+    total = sum(count for count in kept.values() if isinstance(count, int))
+    summary = ("Claude Code deletes transcripts older than "
+               + "; ".join(f"{key}" + (f" for {len(where)} folders" if len(periods) > 1 else "")
+                           for key, where in periods.items())
+               + ": Lookback keeps what it indexed after the file is gone"
+               + f" ({total} sessions kept so far, `lookback status`); keep `lookback serve` "
+               "running or index at least that often")
+    return [Finding("transcript cleanup", NOTE, summary,
+                    details={"periods": periods, "kept_without_source": kept})]
+
+
 CHECKS: list[Check] = [check_reader, check_session_folders, check_pi_package, check_claude_hook,
-                       check_codex_hook, check_mcp, check_freshness, check_indexes, check_privacy]
+                       check_codex_hook, check_mcp, check_freshness, check_indexes, check_privacy,
+                       check_transcript_cleanup]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -56,7 +56,9 @@ def pi_session(path: Path, texts: list[str], *, cwd: str, session_id: str,
 def lookback(home: Path, *args: str, stdin: str | None = None,
              **environ: str) -> subprocess.CompletedProcess:
     """The ``lookback`` command, as a user runs it, on ``home`` (``environ``: more
-    variables, such as settings)."""
+    variables, such as settings): no settings file but an empty one."""
+    if not (home / "none.toml").exists():
+        (home / "none.toml").write_text("")
     return subprocess.run([*LOOKBACK, "--home", str(home), *args], capture_output=True,
                           text=True, timeout=180, input=stdin,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(home.parent),
@@ -131,3 +133,25 @@ def folder_bytes(folder: Path) -> bytes:
     connections hold on it, and they would miss later commits."""
     files = [str(path) for path in sorted(folder.rglob("*")) if path.is_file()]
     return subprocess.run(["cat", *files], capture_output=True, check=True).stdout.lower()
+
+
+DAMAGE_PROJECTIONS = """
+import sys, apsw
+path = sys.argv[1]
+connection = apsw.Connection(path)
+pages = [row[0] for row in connection.execute(
+    "SELECT pageno FROM dbstat WHERE name LIKE 'entries_fts%' OR name = 'entries'")]
+size = connection.execute("PRAGMA page_size").fetchone()[0]
+connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+connection.close()
+with open(path, "r+b") as handle:
+    for page in pages:
+        handle.seek((page - 1) * size + 8)
+        handle.write(b"\\x5a" * 64)
+"""
+
+
+def damage_projections(index: Path) -> None:
+    """Overwrite the entries' and full-text pages of ``index``, not its event log (as
+    tests/test_repair.py does), in another process (see ``folder_bytes``)."""
+    subprocess.run([sys.executable, "-c", DAMAGE_PROJECTIONS, str(index)], check=True)

@@ -59,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
 
                 value = datetime.datetime.fromtimestamp(float(value)).isoformat(timespec="seconds")
             print(f"  {key.replace('_', ' '):<18} {value}")
+        if project.get("sessions_without_source"):
+            print(f"  {'kept, file gone':<18} {project['sessions_without_source']} sessions "
+                  "(their session files were deleted; the index keeps what it read)")
         if project.get("entries_cut"):
             print(f"  {'entries cut':<18} {project['entries_cut']} (text longer than "
                   f"{MAX_TEXT_CHARS:,} characters: the rest is not searchable)")
