@@ -388,13 +388,16 @@ def run_paths(talk: Conversation, home: Path, files: tuple[Path, Path], semantic
         timings["retrieval"].append(time.perf_counter() - started)
         retrieved = [talk.ids.get((e["session_id"], e["entry_id"]), "?")
                      for e in answer.get("evidence", [])]
+        spent = sum(e["tokens"] for e in answer.get("evidence", []))
         if semantic and answer["status"] == "ok":
             used = answer.get("diagnostics", {}).get("semantic", {}).get("used")
             fallbacks += used is False
-        for path, returned, status in (("search", searched, found["status"]),
-                                       ("retrieval", retrieved, answer["status"]),
-                                       ("bm25", bm25.rank(text, 20), "ok")):
+        for path, returned, status, tokens in (
+                ("search", searched, found["status"], None),
+                ("retrieval", retrieved, answer["status"], spent),
+                ("bm25", bm25.rank(text, 20), "ok", None)):
             results[path].append({"sample_id": talk.sample_id, "question": text,
+                                  "tokens": tokens,
                                   "category": question["category"],
                                   "evidence": question["evidence"], "returned": returned,
                                   "status": status,
@@ -413,6 +416,11 @@ def summarize(rows: list[dict]) -> dict:
 
     summary = means(rows)
     summary["no_query"] = sum(1 for r in rows if r["status"] == "no-query")
+    spent = sorted(r["tokens"] for r in rows if r.get("tokens") is not None)
+    if spent:  # evidence tokens per message (retrieval): median, p90, share with none
+        summary["tokens"] = {"median": statistics.median(spent),
+                             "p90": spent[int(0.9 * (len(spent) - 1))],
+                             "empty": round(sum(1 for t in spent if not t) / len(spent), 3)}
     summary["categories"] = {CATEGORIES[c]: means([r for r in rows if r["category"] == c])
                              for c in sorted(CATEGORIES)}
     return summary
@@ -436,6 +444,10 @@ def report(all_results: dict[str, list[dict]]) -> dict:
             print(f"  {path:<10} {summary['r5']:>6.3f} {summary['r10']:>6.3f} "
                   f"{summary['ndcg10']:>8.3f} {summary['s5']:>9.3f} "
                   f"{summary['no_query']:>9}   {by_category}")
+            if "tokens" in summary:
+                spent = summary["tokens"]
+                print(f"  {'':<10} evidence tokens per question: median {spent['median']:,.0f}, "
+                      f"p90 {spent['p90']:,}, none for {spent['empty']:.1%}")
     print(f"\npublished: {PUBLISHED}")
     return figures
 

@@ -293,19 +293,24 @@ def test_the_readmes_retrieve_and_search_examples_run(lookback):
     the placeholder session replaced by a sample session."""
     block = readme_block("## Using it")
     session = str(ROOT / "tests/fixtures/pi-sessions/before-compaction.jsonl")
-    request = json.loads(re.search(r"echo '(\{.*\})'", block)[1])
-    assert request["session_file"] == "/abs/path/session.jsonl"
+    shell = re.search(r"^echo '(\{.*\})' \| lookback retrieve$", block, re.M)[1]
+    request = json.loads(shell.replace("'\"$PWD\"'", str(ROOT)))  # the shell's splice
+    assert request["session_file"] == session
     lookback(["index", "tests/fixtures/pi-sessions"])
-    code, out = lookback(["retrieve"], json.dumps({**request, "session_file": session}))
+    code, out = lookback(["retrieve"], json.dumps(request))
     response = json.loads(out)
     # The backticked name is searched as an identifier, and the sample has evidence.
     assert code == 0 and response["status"] == "ok" and response["evidence"]
-    assert response["query"]["identifier"] == ["parseConfig"]
+    assert response["query"]["identifier"] == ["tokensAfter"]
+    # The message the comment names, a name that occurs nowhere: no evidence (issue 28)
+    unanswered = re.search(r'\("(why did .*?)"\)', block)[1]
+    code, out = lookback(["retrieve"], json.dumps({**request, "message": unanswered}))
+    assert code == 0 and json.loads(out)["evidence"] == []
     search = re.search(r"^lookback (search .*?)\s*$", block, re.M)[1].split()
     search = [arg.strip('"') for arg in search if not arg.startswith("[")]
-    assert search[:3] == ["search", "parseConfig", "--session-file"]
+    assert search[:3] == ["search", "tokensAfter", "--session-file"]
     code, out = lookback([*search[:3], session, "--json"])
-    assert code == 0 and "results" in json.loads(out)
+    assert code == 0 and json.loads(out)["results"]
 
 
 # --- the pages hang together (issue 21: docs a newcomer reads in ten minutes) -------------

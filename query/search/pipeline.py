@@ -43,6 +43,7 @@ from lookback.query.search.ranking import (
     row_parts,
     score,
     sort_key,
+    topic_key,
     topic_parts,
 )
 from lookback.query.search.types import Ranked, Row, Scope, Searched
@@ -59,6 +60,10 @@ INELIGIBLE_WITH_TEXT = frozenset({"compaction", "branch_summary"})
 #: these limits. They never depend on ``max_results``: the pool is the same however
 #: many results are asked for, so the first k answers never change (issue 19).
 LITERAL_POOL, FTS_POOL = 24, 48
+
+#: A literal term's share of the message's information, relative to a word's
+#: (``information``; the confidence floor's input).
+LITERAL_WEIGHT = 2.0
 
 
 @functools.lru_cache(maxsize=1024)
@@ -132,6 +137,52 @@ def term_rarity(connection: apsw.Connection, searched: Searched) -> dict[Term, f
                                                           strict=True) if number is not None}
 
 
+def information(searched: Searched, rarity: Mapping[Term, float] | None
+                ) -> dict[tuple[str, ...], float]:
+    """The message's topics (terms of one stem are one, ``ranking.topic_key``), each
+    weighted by its rarity in the index (1 for a term without one: an identifier the
+    index never saw is as informative as a word can be), an identifier, path, error,
+    flag or quoted phrase ``LITERAL_WEIGHT`` times: the most specific thing the message
+    says, so words around a name that matches nothing do not stand in for it."""
+    topics: dict[tuple[str, ...], float] = {}
+    for term in searched.terms:
+        weight = 1.0 if rarity is None else rarity.get(term, 1.0)
+        topics.setdefault(topic_key(term), weight * (LITERAL_WEIGHT if term.is_literal else 1))
+    return topics
+
+
+def coverage(matches: Sequence[Match], topics: Mapping[tuple[str, ...], float]
+             ) -> tuple[float, float, frozenset[tuple[str, ...]]]:
+    """How much of the message's information ``matches`` carry: the share of its
+    topics' weight they match, their rarest topic's weight, and the topics matched."""
+    keys = frozenset(topic_key(match.term) for match in matches)
+    total = sum(topics.values())
+    weights = [topics.get(key, 0.0) for key in keys]
+    if total <= 0 or not weights:
+        return 0.0, 0.0, keys
+    return min(1.0, sum(weights) / total), max(weights), keys
+
+
+def add_unit_coverage(ranked: list[Ranked], topics: Mapping[tuple[str, ...], float],
+                      matched: Mapping[int, frozenset[tuple[str, ...]]]) -> None:
+    """Each candidate's coverage with the candidate just before or after it in its
+    session (the better): a tool call and its result, a question and its answer, are
+    one unit of meaning. ``matched`` holds each item's topics, by ``id``."""
+    total = sum(topics.values())
+    by_position = {(item.row.session_id, item.row.seq): item for item in ranked}
+    for item in ranked:
+        best, peak = item.coverage, item.peak
+        own = matched[id(item)]
+        for step in (-1, 1):
+            other = by_position.get((item.row.session_id, item.row.seq + step))
+            if other is not None and total > 0:
+                union = own | matched[id(other)]
+                share = min(1.0, sum(topics.get(key, 0.0) for key in union) / total)
+                if share > best:
+                    best, peak = share, max(item.peak, other.peak)
+        item.unit_coverage, item.unit_peak = best, peak
+
+
 def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[str] | None,
                     fts_hits: int, diagnostics: Diagnostics,
                     on_branch: Callable[[Row], bool] | None = None,
@@ -151,8 +202,10 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
     rejected_branch = len(rows) - len(on_scope)  # defensive: SQL already filtered
     unverified = 0
     # Many rows share their bits, so their matches and topic parts are computed once.
-    seen: dict[tuple[int, int, bool], tuple[list[Match], tuple | None]] = {}
+    seen: dict[tuple[int, int, bool], tuple[list[Match], tuple | None, tuple]] = {}
     topics = []
+    message = information(searched, rarity)
+    matched: dict[int, frozenset[tuple[str, ...]]] = {}
     for row in on_scope:
         branch = on_branch is None or on_branch(row)
         bits = (row.phrases, row.literals, branch)
@@ -160,11 +213,14 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
         if found is None:
             matches = matches_of(row, searched)
             found = seen[bits] = (matches, topic_parts(matches, branch, rarity) if matches
-                                  else None)
+                                  else None, coverage(matches, message))
         if found[1] is None:
             unverified += 1
             continue
-        ranked.append(Ranked(row, list(found[0]), on_branch=branch))
+        share, peak, keys = found[2]
+        item = Ranked(row, list(found[0]), on_branch=branch, coverage=share, peak=peak)
+        matched[id(item)] = keys
+        ranked.append(item)
         topics.append(found[1])
     if ranked:
         first_session = ranked[0].row.session_id
@@ -177,6 +233,7 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
                   newest=newest, static=(tier, [*topic, *row_parts(item.row)]), when=when,
                   across_sessions=across)
     add_neighbours(ranked)
+    add_unit_coverage(ranked, message, matched)
     ranked.sort(key=sort_key)
     diagnostics.alternate_branch_candidates = rejected_branch
     diagnostics.unverified_rejected = unverified

@@ -227,6 +227,9 @@ def _quote(text: str) -> str:
 #: A neighbour's topics add this share of their points, at most ``MAX_NEIGHBOUR``
 #: (half of one full topic of the row's own; see ``add_neighbours``).
 NEIGHBOUR_SHARE, MAX_NEIGHBOUR = 0.25, 20.0
+#: How far a neighbour may be: the candidates up to this many places before or after
+#: (2: chosen on LoCoMo's tuning split, docs/benchmarks.md).
+NEIGHBOUR_REACH = 2
 
 
 def topics(item: Ranked) -> dict[str, float]:
@@ -255,8 +258,8 @@ def add_neighbours(ranked: list[Ranked]) -> None:
     for item in ranked:
         row = item.row
         best = 0.0
-        for step in (-1, 1):
-            other = by_position.get((row.session_id, row.seq + step))
+        for step in range(-NEIGHBOUR_REACH, NEIGHBOUR_REACH + 1):
+            other = by_position.get((row.session_id, row.seq + step)) if step else None
             if other is not None and other.tier == item.tier:
                 mine = topics_of(item)
                 best = max(best, sum(points for reason, points in topics_of(other).items()

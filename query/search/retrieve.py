@@ -65,6 +65,22 @@ log = logging.getLogger("lookback.query")
 MIN_REMAINING_TOKENS, EXCERPT_SHRINK = 48, 0.7
 MIN_EXCERPT_CHARS = MIN_REMAINING_TOKENS * CHARS_PER_TOKEN
 
+#: The confidence floor (issue 28; docs/specification.md, "Confidence floor"; chosen on
+#: tuning data only, docs/benchmarks.md). A keyword candidate's confidence is the share
+#: of the message's information its matches carry, alone or with its neighbour
+#: (``Ranked.coverage``, ``unit_coverage``); an identifier or phrase match is decisive (1).
+#: No evidence at all unless the best candidate reaches ``FLOOR``; a keyword candidate
+#: needs ``MIN_CONFIDENCE`` and a matched topic of rarity ``MIN_PEAK`` or more (a match on
+#: generic words alone never qualifies). The first ``LEAD_ITEMS`` that qualify come
+#: back; later ones only with the best share of the message (``FOLLOW_SHARE``). The first
+#: item's excerpt is at most 6,000 characters times its share of the message (no less
+#: than ``FOLLOW_CHARS``), the others' at most ``FOLLOW_CHARS``.
+FLOOR, MIN_CONFIDENCE, MIN_PEAK = 0.3, 0.2, 0.45
+LEAD_ITEMS, FOLLOW_SHARE, FOLLOW_CHARS = 5, 1.0, 600
+#: A candidate only the vectors found (``semantic: true``): confidence 0 at similarity
+#: ``SIMILARITY_NONE``, 1 at ``SIMILARITY_FULL``, linear between.
+SIMILARITY_NONE, SIMILARITY_FULL = 0.25, 0.55
+
 
 #: A user message that starts with this (after blanks, in any case) asks for no retrieval:
 #: the answer is ``no-query`` and the agent gets its messages unchanged
@@ -132,7 +148,7 @@ class Retriever:
                       when=times_of(request.message, request.message_time_ms),
                       rerank=self._semantic(connection, str(path), session_id, allowed.scope,
                                             request, diagnostics))
-        evidence, excluded = self._evidence(unique, request, connection, str(path),
+        evidence, excluded = self._evidence(confident(unique), request, connection, str(path),
                                             diagnostics)
         return _answer("ok", terms, diagnostics, started, evidence, excluded)
 
@@ -228,7 +244,9 @@ class Retriever:
             verdict = self.policy.gate(self._classification(index_file, item.row, read_text),
                                        request.provider)
             label = verdict.classification.label
-            built = self._build_item(index_file, item, label, read_text)
+            built = self._build_item(index_file, item, label, read_text,
+                                     FOLLOW_CHARS if evidence else max(
+                                         FOLLOW_CHARS, int(MAX_EXCERPT_CHARS * _share(item))))
             if verdict.reason is not None:
                 excluded.append(_withheld(built, verdict.reason))
                 continue
@@ -289,6 +307,38 @@ class Retriever:
             result = classify_source(row.text)
             self.reader.entries.put(key, result)
         return result  # type: ignore[return-value]
+
+
+def confidence(item: Ranked) -> float:
+    """How sure a candidate is to be what the message asks about, 0..1 (``FLOOR``)."""
+    if item.tier != "other":
+        return 1.0  # an identifier or a phrase, as written: decisive
+    if not item.matches:  # a candidate only the vectors found: its similarity decides
+        # The semantic step kept it (similar enough to rank): it may follow a confident
+        # answer; only a strong similarity makes the answer confident by itself.
+        similarity = item.similarity or 0.0
+        return min(1.0, max(MIN_CONFIDENCE, (similarity - SIMILARITY_NONE)
+                            / (SIMILARITY_FULL - SIMILARITY_NONE)))
+    own = item.coverage if item.peak >= MIN_PEAK else 0.0  # generic words only: none
+    unit = item.unit_coverage if item.unit_peak >= MIN_PEAK else 0.0
+    return max(own, unit)
+
+
+def confident(ranked: list[Ranked]) -> list[Ranked]:
+    """The candidates above the confidence floor, in rank order (``FLOOR``): none when
+    the best of them carries too little of the message; after the first
+    ``LEAD_ITEMS``, only those nearly as confident as the best."""
+    qualified = [item for item in ranked if confidence(item) >= MIN_CONFIDENCE]
+    if max(map(confidence, qualified), default=0.0) < FLOOR:
+        return []
+    # Past the lead, even an identifier's rows must carry nearly the best share.
+    best = max(map(_share, qualified))
+    return [item for position, item in enumerate(qualified)
+            if position < LEAD_ITEMS or _share(item) >= FOLLOW_SHARE * best]
+
+
+def _share(item: Ranked) -> float:
+    return max(item.coverage, item.unit_coverage, confidence(item) if not item.matches else 0.0)
 
 
 def _build_item(item: Ranked, classification: str,

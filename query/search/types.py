@@ -137,6 +137,18 @@ class Ranked:
     parts: list[tuple[str, float]] = field(default_factory=list)
     #: The row is on the caller's branch: the one fact behind "active branch".
     on_branch: bool = True
+    #: The share of the message's information (its topics' rarity) that the row's own
+    #: verified matches carry, 0..1 (``pipeline.coverage``); the confidence floor's input.
+    coverage: float = 0.0
+    #: The rarity of the row's rarest matched topic, 0..1: low when it matched only
+    #: generic words.
+    peak: float = 0.0
+    #: The same two for the row with its neighbour (a call and its result, a question
+    #: and its answer): the unit's share, at most ``coverage`` + what the neighbour adds.
+    unit_coverage: float = 0.0
+    unit_peak: float = 0.0
+    #: A vector candidate's similarity to the message (the semantic step's), else None.
+    similarity: float | None = None
 
     def add(self, points: float, reason: str) -> None:
         if points:

@@ -363,7 +363,7 @@ def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]], context: dict[int
 def _vector_only(row: Row, similarity: float) -> Ranked:
     """A candidate only the vectors found: tier ``other``, scored by its similarity, the
     active branch and the row's own parts (``ranking.row_parts``: authority, token cost)."""
-    item = Ranked(row, [])
+    item = Ranked(row, [], similarity=similarity)
     item.add(round(VECTOR_MATCH * similarity, 2), f"vector match {similarity:.2f}")
     item.add(VECTOR_BRANCH, "active branch")
     for reason, points in row_parts(row):
