@@ -75,11 +75,13 @@ MIN_EXCERPT_CHARS = MIN_REMAINING_TOKENS * CHARS_PER_TOKEN
 #: back; later ones only with the best share of the message (``FOLLOW_SHARE``). The first
 #: item's excerpt is at most 6,000 characters times its share of the message (no less
 #: than ``FOLLOW_CHARS``), the others' at most ``FOLLOW_CHARS``.
-FLOOR, MIN_CONFIDENCE, MIN_PEAK = 0.3, 0.2, 0.45
+FLOOR, MIN_CONFIDENCE, MIN_PEAK = 0.3, 0.1, 0.45
 LEAD_ITEMS, FOLLOW_SHARE, FOLLOW_CHARS = 5, 1.0, 600
-#: A candidate only the vectors found (``semantic: true``): confidence 0 at similarity
-#: ``SIMILARITY_NONE``, 1 at ``SIMILARITY_FULL``, linear between.
-SIMILARITY_NONE, SIMILARITY_FULL = 0.25, 0.55
+#: With ``semantic: true``: a candidate whose similarity lies ``STANDOUT_NONE`` standard
+#: deviations above the scope's mean has confidence 0, at ``STANDOUT_FULL`` 1, linear
+#: between (``Ranked.standout``): absolute similarities differ by model and by corpus
+#: (MiniLM's sit near 0.3 on coding sessions, near 0.5 on chat), their standing does not.
+STANDOUT_NONE, STANDOUT_FULL = 2.0, 5.0
 
 
 #: A user message that starts with this (after blanks, in any case) asks for no retrieval:
@@ -313,15 +315,14 @@ def confidence(item: Ranked) -> float:
     """How sure a candidate is to be what the message asks about, 0..1 (``FLOOR``)."""
     if item.tier != "other":
         return 1.0  # an identifier or a phrase, as written: decisive
-    if not item.matches:  # a candidate only the vectors found: its similarity decides
-        # The semantic step kept it (similar enough to rank): it may follow a confident
-        # answer; only a strong similarity makes the answer confident by itself.
-        similarity = item.similarity or 0.0
-        return min(1.0, max(MIN_CONFIDENCE, (similarity - SIMILARITY_NONE)
-                            / (SIMILARITY_FULL - SIMILARITY_NONE)))
     own = item.coverage if item.peak >= MIN_PEAK else 0.0  # generic words only: none
     unit = item.unit_coverage if item.unit_peak >= MIN_PEAK else 0.0
-    return max(own, unit)
+    lexical = max(own, unit) if item.matches else 0.0
+    if item.standout is None:  # no semantic step
+        return lexical
+    # With the semantic step, a similarity that stands out in the scope counts too.
+    semantic = (item.standout - STANDOUT_NONE) / (STANDOUT_FULL - STANDOUT_NONE)
+    return max(lexical, min(1.0, semantic))
 
 
 def confident(ranked: list[Ranked]) -> list[Ranked]:
@@ -338,6 +339,7 @@ def confident(ranked: list[Ranked]) -> list[Ranked]:
 
 
 def _share(item: Ranked) -> float:
+    """The share of the message a candidate carries (vector finds: their confidence)."""
     return max(item.coverage, item.unit_coverage, confidence(item) if not item.matches else 0.0)
 
 

@@ -147,8 +147,9 @@ class Ranked:
     #: and its answer): the unit's share, at most ``coverage`` + what the neighbour adds.
     unit_coverage: float = 0.0
     unit_peak: float = 0.0
-    #: A vector candidate's similarity to the message (the semantic step's), else None.
-    similarity: float | None = None
+    #: How many standard deviations its similarity lies above the scope's mean (the
+    #: semantic step's), else None.
+    standout: float | None = None
 
     def add(self, points: float, reason: str) -> None:
         if points:

@@ -113,8 +113,8 @@ def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, 
             vectors = session_vectors(connection, index_file, session_id, Stamp.of(embedder),
                                       cache)
             known = {item.row.rowid for item in ranked}
-            hits, context = _search(vectors, scope, message, embedder, max_results, counts,
-                                    cache, index_file, known)
+            hits, context, spread = _search(vectors, scope, message, embedder, max_results,
+                                            counts, cache, index_file, known)
             _check_time(started, DEFAULT_TIMEOUT_MS if timeout_ms is None else timeout_ms,
                         embedder_name, load_ms)
             extra = rows_by_rowid(connection, [rowid for rowid, _ in hits if rowid not in known])
@@ -122,7 +122,7 @@ def add_semantic(connection: apsw.Connection, index_file: str, session_id: str, 
         diagnostics.warn(f"semantic: {reason}; lexical results only")
         counts["ms"] = _elapsed_ms(started)
         return ranked
-    fused, strong = _fuse(ranked, hits, context, extra, rarity or {})
+    fused, strong = _fuse(ranked, hits, context, extra, rarity or {}, spread)
     counts.update(used=True, added=len(fused) - len(ranked), strong_lexical=strong,
                   ms=_elapsed_ms(started))
     return fused
@@ -171,23 +171,26 @@ def _load(connection: apsw.Connection, session_id: str, stamp: Stamp) -> Session
 
 def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: EmbeddingPort,
             max_results: int, counts: dict[str, Any], cache: Any, index_file: str,
-            known: set[int]) -> tuple[list[tuple[int, float]], dict[int, float]]:
-    """The best (rowid, similarity) per entry in scope, best first; and the similarity
+            known: set[int]) -> tuple[list[tuple[int, float]], dict[int, float],
+                                      tuple[float, float]]:
+    """The best (rowid, similarity) per entry in scope, best first; the similarity
     with the neighbours' share (:func:`context_scores`) of each ``known`` (lexical)
-    entry in scope, by rowid."""
+    entry in scope, by rowid; and the mean and standard deviation of every entry's
+    similarity in scope (how far a candidate stands out, ``Ranked.standout``)."""
     scoped = _scoped(vectors, scope, cache, index_file)
     counts.update(entries_in_scope=scoped.needed, embedded_in_scope=scoped.covered)
     if scoped.covered < scoped.needed:
         raise SemanticFallback(f"embeddings cover {scoped.covered} of {scoped.needed} "
                                f"entries in scope")
     if scoped.needed == 0:
-        return [], {}
+        return [], {}, (0.0, 0.0)
     query = _query_vector(embedder, message[:MAX_QUERY_CHARS], counts)
     # einsum, not `@`: BLAS runs a matrix-vector product on all its threads, which on a
     # busy machine took 5 ms where one thread takes 0.2 ms (5,855 x 256); einsum's loop
     # is single-threaded and took 0.6 ms there.
     similarity = np.einsum("ij,j->i", scoped.matrix, query)
     best = entry_scores(similarity, scoped.starts, scoped.counts) - scoped.penalty
+    spread = (float(best.mean()), float(best.std()))
     limit = min(len(best), max(SEMANTIC_FLOOR, SEMANTIC_FACTOR * max_results))
     top = np.argpartition(-best, limit - 1)[:limit]
     top = top[np.lexsort((scoped.entries[top], -best[top]))]
@@ -202,7 +205,7 @@ def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: Embed
         shared = context_scores(best)
         context = {rowid: round(float(shared[position]), 4) for rowid, position
                    in zip(wanted[inside].tolist(), positions[inside].tolist(), strict=True)}
-    return list(hits.items()), context
+    return list(hits.items()), context, spread
 
 
 def context_scores(scores: np.ndarray, share: float = NEIGHBOUR_SHARE) -> np.ndarray:
@@ -329,7 +332,8 @@ def lexical_strength(item: Ranked, rarity: Mapping[Any, float]) -> float:
 
 
 def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]], context: dict[int, float],
-          extra: dict[int, Row], rarity: Mapping[Any, float]) -> tuple[list[Ranked], int]:
+          extra: dict[int, Row], rarity: Mapping[Any, float],
+          spread: tuple[float, float] = (0.0, 0.0)) -> tuple[list[Ranked], int]:
     """Lexical items in their tiers, each of ``other`` with its similarity's part (of
     ``context``); vector candidates fused into ``other``; and how many lexical hits were
     strong."""
@@ -350,6 +354,16 @@ def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]], context: dict[int
         else:
             continue
         semantic.append(((row.session_id, row.entry_id), similarity))
+    mean, deviation = spread
+    if deviation > 0:  # how far each candidate's similarity stands out in the scope
+        for rowid, item in by_rowid.items():
+            if rowid in context:
+                item.standout = round((context[rowid] - mean) / deviation, 3)
+        for rowid, similarity in hits:
+            found = by_key.get((extra[rowid].session_id, extra[rowid].entry_id)) \
+                if rowid in extra else None
+            if found is not None:
+                found.standout = round((similarity - mean) / deviation, 3)
     fused = fuse(lexical, semantic)
     for candidate in fused:
         if candidate.points:  # explained like every other part of the score
@@ -363,7 +377,7 @@ def _fuse(ranked: list[Ranked], hits: list[tuple[int, float]], context: dict[int
 def _vector_only(row: Row, similarity: float) -> Ranked:
     """A candidate only the vectors found: tier ``other``, scored by its similarity, the
     active branch and the row's own parts (``ranking.row_parts``: authority, token cost)."""
-    item = Ranked(row, [], similarity=similarity)
+    item = Ranked(row, [])
     item.add(round(VECTOR_MATCH * similarity, 2), f"vector match {similarity:.2f}")
     item.add(VECTOR_BRANCH, "active branch")
     for reason, points in row_parts(row):
