@@ -67,7 +67,7 @@ IDENTITY_LINES = 200
 
 
 class NotASession(UserError, ValueError):
-    """The file is neither a Pi session (header line) nor a Claude Code session."""
+    """The file is neither a Pi session (header line) nor a Claude Code or Codex session."""
 
     code = "not-a-session"
 
@@ -479,7 +479,8 @@ def _read_header(handle: BinaryIO, path: str, max_line_bytes: int,
         return state, header
     if not complete:
         raise HeaderPending(f"{path}: the session header is not complete yet")
-    raise NotASession(f"{path}: not a session file (no Pi session header, no Claude Code entry)")
+    raise NotASession(f"{path}: not a session file (no Pi session header, no Claude Code "
+                      "entry, no Codex session_meta)")
 
 
 def _claude_header(handle: BinaryIO, path: str, max_line_bytes: int,
@@ -498,7 +499,7 @@ def _claude_header(handle: BinaryIO, path: str, max_line_bytes: int,
         raise HeaderPending(f"{path}: no Claude Code conversation entry yet")
     if identity is None:
         raise NotASession(f"{path}: not a session file (no Pi session header, no Claude "
-                          "Code entry with a sessionId and cwd)")
+                          "Code entry with a sessionId and cwd, no Codex session_meta)")
     state = FileState(path=escape_surrogates(path), session_id=identity.session_id,
                       cwd=identity.cwd, version=1, size=0, offset=0, header_len=first_end,
                       header_hash=_digest(_prefix(handle, first_end)),

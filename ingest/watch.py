@@ -1,4 +1,4 @@
-"""Tail session folders (Pi, Claude Code): read new complete lines of every session file
+"""Tail session folders (Pi, Claude Code, Codex): read new complete lines of every session file
 into a sink.
 
 Polling, not inotify, so it works the same on every OS and on network mounts, and it

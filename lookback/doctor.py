@@ -425,12 +425,24 @@ def _replace(client: str, path: Path, situation: Situation, register: str) -> st
 
 
 def _lookback_entry(servers: Any) -> dict[str, Any] | None:
+    """The server registered as ``lookback``, or one that runs ``lookback mcp`` (the
+    program ``lookback`` or ``python -m lookback``) — never any entry whose path happens to
+    contain the word."""
     if not isinstance(servers, dict):
         return None
     for name, entry in servers.items():
-        if isinstance(entry, dict) and (name == "lookback" or "lookback" in json.dumps(entry)):
+        if isinstance(entry, dict) and (name == "lookback" or _runs_lookback_mcp(entry)):
             return entry
     return None
+
+
+def _runs_lookback_mcp(entry: dict[str, Any]) -> bool:
+    command, args = entry.get("command"), entry.get("args")
+    if not isinstance(command, str) or not isinstance(args, list) or "mcp" not in args:
+        return False
+    modules = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "-m"]
+    return Path(command).name == "lookback" or any(m in ("lookback", "lookback.cli")
+                                                   for m in modules)
 
 
 def _mcp_problem(entry: dict[str, Any], register: str) -> tuple[str, str] | None:

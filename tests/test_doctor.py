@@ -292,6 +292,17 @@ def test_an_mcp_registration_whose_command_is_gone_is_a_problem(user, capsys):
     assert found["mcp: pi"][0]["status"] == "note"  # not registered with Pi: optional
 
 
+def test_an_mcp_server_is_lookbacks_by_what_it_runs_not_by_its_path(user, capsys):
+    """Any server whose JSON held the word "lookback" (a path) was taken for Lookback's."""
+    claude_json = user / ".claude.json"
+    other = {"type": "stdio", "command": "/srv/lookback-tools/bin/notes", "args": ["serve"]}
+    claude_json.write_text(json.dumps({"mcpServers": {"notes": other}}))
+    assert doctor(capsys)[1]["mcp: claude-code"][0]["status"] == "note"  # not registered
+    ours = {"type": "stdio", "command": sys.executable, "args": ["-P", "-m", "lookback", "mcp"]}
+    claude_json.write_text(json.dumps({"mcpServers": {"notes": other, "history": ours}}))
+    assert doctor(capsys)[1]["mcp: claude-code"][0]["status"] == "ok"
+
+
 CODEX_SESSIONS = Path(__file__).parent / "fixtures" / "codex" / "sessions"
 
 

@@ -190,3 +190,25 @@ def test_nothing_tells_the_user_to_start_the_reader(user, capsys, argv):
     out = capsys.readouterr().out
     assert out and "start `lookback serve`" not in out and "start lookback serve" not in out
     assert "on first use" in " ".join(out.split())
+
+
+def test_codex_is_named_wherever_the_agents_are_listed(tmp_path, capsys):
+    """Codex was missing from `--help`, `index --help`'s default, `watch --help`, the
+    not-a-session error, the MCP instructions and the package description."""
+    import tomllib as toml
+
+    from lookback.ingest.pipeline import peek_header
+    from lookback.ingest.reader import NotASession
+    from lookback.mcp import INSTRUCTIONS
+
+    for argv in (["--help"], ["index", "--help"], ["watch", "--help"]):
+        with pytest.raises(SystemExit):
+            lookback(*argv)
+        assert "Codex" in capsys.readouterr().out, argv
+    assert "Codex" in INSTRUCTIONS
+    pyproject = toml.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert "Codex" in pyproject["project"]["description"]
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text('{"hello": "world"}\n')
+    with pytest.raises(NotASession, match="no Codex session_meta"):
+        peek_header(notes)

@@ -1,4 +1,4 @@
-"""``lookback index [PATH ...]``: read Pi and Claude Code session files into the project indexes."""
+"""``lookback index [PATH ...]``: read Pi, Claude Code and Codex session files into the indexes."""
 
 from __future__ import annotations
 

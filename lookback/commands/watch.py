@@ -1,4 +1,4 @@
-"""``lookback watch [DIR ...]``: tail Pi and Claude Code session folders and publish new entries.
+"""``lookback watch [DIR ...]``: tail Pi, Claude Code and Codex session folders, publish entries.
 
 In service mode (a Redis URL is configured) events go onto the Redis streams for the
 workers; otherwise they are written straight into the indexes, and the writer locks
