@@ -117,6 +117,12 @@ def refuse_foreign(only_project: str | None, *projects: str | None) -> None:
                              "authorized for")
 
 
+#: Why a sink that keeps files where they are held (``keep_held``) refused one.
+MOVE_REFUSED = ("its header now names another project than the one holding it; with "
+                "server.tokens set, sessions are not moved to another project by watching: "
+                "run `lookback index FILE` to move it")
+
+
 def project_dir(home: Path, cwd: str, namespace: str = "") -> ProjectDir:
     return ProjectDir(Path(home) / PROJECTS_DIR / project_key(cwd, namespace))
 

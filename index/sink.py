@@ -21,6 +21,8 @@ as a *yielding* one (``index.project``: writers take turns): it commits every ba
 commit gives the project up when another writer waits for it. ``only_project``
 (the project a request was authorized for) refuses a file whose header names
 another project, or that would move out of one (ForeignProject), before writing.
+``keep_held`` (``lookback watch`` when ``server.tokens`` is set) refuses every move: a
+file stays in the project that holds it, whatever its header says later.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from pathlib import Path
 
 import apsw
 
-from lookback.index.layout import project_key, refuse_foreign
+from lookback.errors import ForeignProject
+from lookback.index.layout import MOVE_REFUSED, project_key, refuse_foreign
 from lookback.index.paths import PathRegistry, forget_moved
 from lookback.index.project import ProjectWriter, WriterBusy
 from lookback.index.store import IndexUnavailable, sync_all
@@ -54,7 +57,7 @@ class ProjectUnavailable(SinkUnavailable):
 class EmbeddedSink:
     def __init__(self, home: Path, *, namespace: str = "", max_open: int = 8,
                  flush_events: int = 2000, bulk: bool = False, lock_timeout: float = 30.0,
-                 yields: bool = False) -> None:
+                 yields: bool = False, keep_held: bool = False) -> None:
         self.bulk = bulk  # writers skip fsyncs; close() syncs once (index.store.sync_all)
         self.home = Path(home)
         self.namespace = namespace
@@ -64,6 +67,7 @@ class EmbeddedSink:
         self.yields = yields
         #: set: the one project this sink may write (a request's grant), others refused
         self.only_project: str | None = None
+        self.keep_held = keep_held  # set: a file never moves out of the project holding it
         self._writers: OrderedDict[str, ProjectWriter] = OrderedDict()
         self._pending: dict[str, tuple[list[Event], dict[str, FileState]]] = {}
         self.failures: dict[str, str] = {}  # cwd -> why its project was set aside
@@ -111,6 +115,8 @@ class EmbeddedSink:
             return
         if previous is not None:  # moving it out of another project writes into that one
             refuse_foreign(self.only_project, project_key(previous, self.namespace))
+            if self.keep_held:
+                raise ForeignProject(MOVE_REFUSED)
         if previous is not None:
             self._forget(previous, path)
         self.paths.set(path, cwd)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from lookback.errors import Unavailable
+from lookback.errors import ForeignProject, Unavailable
 from lookback.ingest.reader import (
     DEFAULT_MAX_LINE_BYTES,
     Batch,
@@ -115,8 +115,9 @@ def ingest_files(files: Iterable[Path], sink: Sink, *,
             report.fail(path, f"{where}: {error.strerror or error}")
             if not elsewhere:
                 report.unreadable.append(path)
-        except SinkUnavailable as error:
-            report.fail(path, str(error))
+        except (SinkUnavailable, ForeignProject) as error:
+            report.fail(path, f"{path}: {error}" if isinstance(error, ForeignProject)
+                        else str(error))
         except Exception as error:  # one file never stops the run
             report.fail(path, f"{path}: could not be read ({error.__class__.__name__})")
         if on_file is not None:

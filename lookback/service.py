@@ -24,11 +24,13 @@ from lookback.workers.status import add_service_status
 
 
 def queue_sink(settings: Settings, *, only_project: str | None = None,
-               backoff: Backoff | None = None) -> RedisSink:
+               backoff: Backoff | None = None, keep_held: bool = False) -> RedisSink:
     """The sink ``lookback index --queue`` and ``lookback watch`` publish through
     (``only_project``: it refuses to publish into any other project; ``backoff``: how
-    long it retries an unreachable Redis, by default until it answers)."""
-    return RedisSink(_config(settings), only_project=only_project, backoff=backoff)
+    long it retries an unreachable Redis, by default until it answers; ``keep_held``: a
+    file is never moved out of the project holding it)."""
+    return RedisSink(_config(settings), only_project=only_project, backoff=backoff,
+                     keep_held=keep_held)
 
 
 def nudge_session(settings: Settings, session_file: str, *, project: str | None = None,

@@ -69,3 +69,36 @@ def test_the_readers_freshness_engine_moves_it_too(home, tmp_path):
         engine.close()
     assert held(home, "/work/after-and-longer") == (GOOD_IDS, 1, 1)
     assert held(home, "/work/before") == (set(), 0, 0)
+
+
+def test_with_tokens_watching_never_moves_a_session(home, tmp_path):
+    """Issue 27 item 2: with ``server.tokens`` set, a token's holder may rewrite its own
+    session file to name another project; ``lookback watch`` (as the reader's tailer)
+    leaves it in the project holding it, says so, and ``lookback index FILE`` moves it."""
+    import subprocess
+    import sys
+
+    session = tmp_path / "sessions" / "moving.jsonl"
+    session.parent.mkdir()
+    write(session, "/work/before")
+    config = tmp_path / "config.toml"
+    config.write_text('[server.tokens]\n"token-a-00000001" = ["/work/before"]\n')
+    environ = {"LOOKBACK_CONFIG": str(config), "PATH": "/usr/bin:/bin",
+               "HOME": str(tmp_path)}
+
+    def lookback(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "lookback.cli", "--home", str(home),
+                               *args], capture_output=True, text=True, timeout=120,
+                              env=environ)
+
+    assert lookback("watch", "--once", str(session.parent)).returncode == 0
+    assert held(home, "/work/before") == (GOOD_IDS, 1, 1)
+    write(session, "/work/after")  # rewritten in place to name another project
+    watched = lookback("watch", "--once", str(session.parent))
+    assert watched.returncode == 0
+    assert "not moved to another project by watching" in watched.stderr
+    assert held(home, "/work/after") == (set(), 0, 0)
+    assert held(home, "/work/before") == (GOOD_IDS, 1, 1)  # nothing lost either
+    assert lookback("index", str(session)).returncode == 0  # the owner moves it
+    assert held(home, "/work/after") == (GOOD_IDS, 1, 1)
+    assert held(home, "/work/before") == (set(), 0, 0)

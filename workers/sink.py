@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from lookback.errors import ForeignProject
-from lookback.index.layout import project_key, refuse_foreign
+from lookback.index.layout import MOVE_REFUSED, project_key, refuse_foreign
 from lookback.ingest.events import Event
 from lookback.ingest.reader import Batch, FileState
 from lookback.workers.config import ServiceConfig, redis_client
@@ -87,12 +87,16 @@ class RedisSink:
     """``ingest.pipeline.Sink`` that appends to the per-project Redis streams."""
 
     def __init__(self, config: ServiceConfig, client: RedisPort | None = None, *,
-                 backoff: Backoff | None = None, only_project: str | None = None) -> None:
+                 backoff: Backoff | None = None, only_project: str | None = None,
+                 keep_held: bool = False) -> None:
         self.config = config
         self.client = client if client is not None else redis_client(config)
         self.backoff = backoff or Backoff()
         #: A sink publishing for one authorized project refuses every other one.
         self.only_project = only_project
+        #: set (``lookback watch`` with ``server.tokens``): a file never moves to another
+        #: project than the one holding it
+        self.keep_held = keep_held
         self.refused = 0
         self.batches = 0
         self.events = 0
@@ -120,6 +124,9 @@ class RedisSink:
         if previous == project:
             return
         self._check(previous)  # moving it out of another project writes into that one
+        if self.keep_held and previous is not None:
+            self.refused += 1
+            raise ForeignProject(MOVE_REFUSED)
         old_state = None
         if previous is not None:
             raw = self.backoff.run(

@@ -60,10 +60,14 @@ def run(args: argparse.Namespace) -> int:
     if settings.service_mode:
         from lookback.service import queue_sink
 
-        sink: EmbeddedSink | RedisSink = queue_sink(settings)
+        # With tokens a session never moves to another project by watching (a token's
+        # holder may rewrite its own file to name another's): `lookback index` moves it.
+        sink: EmbeddedSink | RedisSink = queue_sink(settings,
+                                                    keep_held=bool(settings.server.tokens))
         on_idle = None
     else:
-        embedded = EmbeddedSink(settings.home, namespace=settings.namespace)
+        embedded = EmbeddedSink(settings.home, namespace=settings.namespace,
+                                keep_held=bool(settings.server.tokens))
         sink, on_idle = embedded, embedded.idle  # never hold a writer lock while idle
     mode = "Redis" if settings.service_mode else "the local indexes"
     print(f"watching {len(roots)} folder(s), publishing to {mode}; Ctrl-C stops",

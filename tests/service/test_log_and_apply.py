@@ -216,3 +216,23 @@ def test_a_granted_nudge_publishes_its_grant_with_every_event(service, tmp_path)
     assert len(items) == report.events > 0
     assert {item.grant for item in items} == {project}
     assert drain(service.config, service.client, project).applied == report.events
+
+
+def test_a_watching_sink_with_tokens_never_moves_a_file(service, tmp_path) -> None:
+    """``lookback watch`` in service mode with ``server.tokens`` set: a file held by one
+    project is not published into another, whatever its header says now."""
+    from lookback.errors import ForeignProject
+
+    lines = session_lines("s-m", CWD)[:20]
+    path = write_session(tmp_path / "sessions", "m.jsonl", lines)
+    with RedisSink(service.config) as sink:
+        ingest_files([path], sink)
+    moved = session_lines("s-m", "/home/dev/elsewhere")[:20]
+    path.write_text("".join(moved))
+    with RedisSink(service.config, keep_held=True) as sink:
+        report = ingest_files([path], sink)
+        with pytest.raises(ForeignProject):
+            sink.claim(str(path), "/home/dev/elsewhere")
+    assert report.events == 0 and len(report.errors) == 1 and sink.refused == 2
+    elsewhere = service.config.log_key(sink.project("/home/dev/elsewhere"))
+    assert service.client.xlen(elsewhere) == 0
