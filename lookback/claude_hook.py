@@ -78,22 +78,26 @@ def hook_output(context: str) -> str:
 
 
 def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
-             token: str | None = None, max_tokens: int = MAX_CONTEXT_TOKENS) -> str | None:
+             token: str | None = None, max_tokens: int = MAX_CONTEXT_TOKENS,
+             home: str = "") -> str | None:
     """The hook's stdout for one input, or None to print nothing. Never raises."""
     deadline = time.monotonic() + timeout_ms / 1000
     try:
         body = retrieve_request(json.loads(stdin), provider, max_tokens)
         context = additional_context(post_json(url, "/v1/retrieve", body, deadline=deadline,
-                                               token=token))
+                                               token=token, home=home))
         return hook_output(context) if context else None
-    except ConnectionRefusedError:  # no reader: start one for the next prompt, add nothing now
-        hook_client.start_reader(url, "claude-code")
+    except hook_client.NoReader:  # no reader: start one for the next prompt, add nothing now
+        hook_client.start_reader(home, "claude-code")
+        return None
+    except hook_client.NotOurReader as error:  # not this user's reader: it got nothing
+        hook_client.not_ours(error)
         return None
     except Exception:  # fail-open: whatever went wrong, Claude Code goes on unchanged
         return None
 
 
-DEFAULTS = {"url": DEFAULT_URL, "provider": DEFAULT_PROVIDER,
+DEFAULTS = {"url": DEFAULT_URL, "home": "", "provider": DEFAULT_PROVIDER,
             "timeout-ms": str(DEFAULT_TIMEOUT_MS), "max-tokens": str(MAX_CONTEXT_TOKENS)}
 
 
@@ -101,11 +105,11 @@ def _run(stdin: bytes, options: dict[str, str]) -> str | None:
     return run_hook(stdin, url=options["url"], provider=options["provider"],
                     timeout_ms=float(options["timeout-ms"]),
                     token=os.environ.get("LOOKBACK_TOKEN"),
-                    max_tokens=int(options["max-tokens"]))
+                    max_tokens=int(options["max-tokens"]), home=options["home"])
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -S -I claude_hook.py [--url U] [--provider P] [--timeout-ms T]
+    """``python -S -I claude_hook.py [--home H | --url U] [--provider P] [--timeout-ms T]
     [--max-tokens N]``; always exits 0."""
     return hook_client.main(_run, DEFAULTS, argv)
 

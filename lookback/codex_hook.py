@@ -260,7 +260,7 @@ def _bytes(text: str) -> int:
 
 
 def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
-             token: str | None = None, max_tokens: int = MAX_CONTEXT_TOKENS,
+             token: str | None = None, max_tokens: int = MAX_CONTEXT_TOKENS, home: str = "",
              thread_tokens: int = DEFAULT_THREAD_TOKENS) -> str | None:
     """The hook's stdout for one input, or None to print nothing. Never raises."""
     started = time.monotonic()
@@ -274,19 +274,22 @@ def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
         body = {"session_file": rollout, "message": prompt, "provider": provider,
                 "max_retrieved_history_tokens": room, "quoted_ids": sorted(quoted)}
         response = hook_client.post_json(url, "/v1/retrieve", body, deadline=deadline,
-                                         token=token)
+                                         token=token, home=home)
         fresh = [text for text in hook_client.envelopes(response)
                  if not _sources(text) & quoted]
         context = hook_client.whole_envelopes(fresh, room * BYTES_PER_TOKEN, _bytes)
         return hook_client.hook_output(EVENT, context) if context else None
-    except ConnectionRefusedError:  # no reader: start one for the next prompt, add nothing now
-        hook_client.start_reader(url, "codex")
+    except hook_client.NoReader:  # no reader: start one for the next prompt, add nothing now
+        hook_client.start_reader(home, "codex")
+        return None
+    except hook_client.NotOurReader as error:  # not this user's reader: it got nothing
+        hook_client.not_ours(error)
         return None
     except Exception:  # fail-open: whatever went wrong, Codex goes on unchanged
         return None
 
 
-DEFAULTS = {"url": hook_client.DEFAULT_URL, "provider": DEFAULT_PROVIDER,
+DEFAULTS = {"url": hook_client.DEFAULT_URL, "home": "", "provider": DEFAULT_PROVIDER,
             "timeout-ms": str(hook_client.DEFAULT_TIMEOUT_MS),
             "max-tokens": str(MAX_CONTEXT_TOKENS), "thread-tokens": str(DEFAULT_THREAD_TOKENS)}
 
@@ -295,12 +298,12 @@ def _run(stdin: bytes, options: dict[str, str]) -> str | None:
     return run_hook(stdin, url=options["url"], provider=options["provider"],
                     timeout_ms=float(options["timeout-ms"]),
                     token=os.environ.get("LOOKBACK_TOKEN"),
-                    max_tokens=int(options["max-tokens"]),
+                    max_tokens=int(options["max-tokens"]), home=options["home"],
                     thread_tokens=int(options["thread-tokens"]))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -S -I codex_hook.py [--url U] [--provider P] [--timeout-ms T]
+    """``python -S -I codex_hook.py [--home H | --url U] [--provider P] [--timeout-ms T]
     [--max-tokens N] [--thread-tokens M]``; always exits 0."""
     return hook_client.main(_run, DEFAULTS, argv)
 

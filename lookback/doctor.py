@@ -28,8 +28,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from lookback import codex_config, pi_package
-from lookback.background import read_started
+from lookback import codex_config, hook_client, local_reader, pi_package
+from lookback.background import read_started, tcp_url
 from lookback.errors import UserError
 from lookback.index.layout import ProjectDir, list_projects
 from lookback.index.status import project_status, recent_sessions
@@ -79,10 +79,10 @@ class Situation:
 
     @property
     def reader_url(self) -> str:
-        """The reader the Pi extension asks (``$LOOKBACK_URL``, else the settings')."""
+        """The reader the Pi extension asks: ``$LOOKBACK_URL``, else the settings' TCP
+        reader, else "" (this user's Unix socket for the data home)."""
         configured = self.environ.get("LOOKBACK_URL", "").strip().rstrip("/")
-        server = self.settings.server
-        return configured or f"http://{server.host}:{server.port}"
+        return configured or tcp_url(self.settings)
 
     @cached_property
     def projects(self) -> list[ProjectDir]:
@@ -127,10 +127,42 @@ Check = Callable[[Situation], Iterable[Finding]]
 
 
 def check_reader(situation: Situation) -> list[Finding]:
-    """The reader answers ``/v1/health``: its version and mode."""
+    """The reader answers ``/v1/health``: its version and mode. On the Unix socket it is
+    checked as every client checks it (directory, peer uid, identity)."""
     url = situation.reader_url
-    request = urllib.request.Request(f"{url}/v1/health")
     token = situation.environ.get("LOOKBACK_TOKEN")
+    home = str(situation.settings.home)
+    if url.startswith("http"):
+        health_or_finding = _tcp_health(url, token)
+    else:
+        if not url:
+            try:
+                url = local_reader.address(home)
+            except local_reader.NotOurReader as error:
+                return [Finding("reader", PROBLEM, str(error))]
+        health_or_finding = _socket_health(url, token, home)
+    if isinstance(health_or_finding, Finding):
+        return [health_or_finding]
+    health = health_or_finding
+    version, mode = health.get("version", "unknown"), health.get("mode", "unknown")
+    details = {"url": url, "version": version, "mode": mode, "started_by": None}
+    summary = f"{url} answers (version {version}, {mode} mode)"
+    started = read_started(situation.settings)
+    if started is not None and started.alive(home):
+        # Started in the background by `lookback serve --ensure` (the Pi extension, a hook).
+        details["started_by"] = started.started_by
+        summary += f", started by {started.started_by} (pid {started.pid}, log {started.log})"
+    return [Finding("reader", OK, summary, details=details)]
+
+
+def _no_reader(url: str) -> Finding:
+    # A fresh machine: the Pi extension and the hooks start it on first use.
+    return Finding("reader", NOTE, f"no reader answers at {url} yet: the Pi extension and "
+                   "the hooks start one on first use", "lookback serve --ensure")
+
+
+def _tcp_health(url: str, token: str | None) -> dict[str, Any] | Finding:
+    request = urllib.request.Request(f"{url}/v1/health")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
@@ -138,23 +170,29 @@ def check_reader(situation: Situation) -> list[Finding]:
             health = json.loads(response.read())
     except urllib.error.HTTPError as error:
         if error.code == 401:
-            return [Finding("reader", PROBLEM, f"{url} answers but wants a token",
-                            "export LOOKBACK_TOKEN=<a token of server.tokens>")]
-        return [Finding("reader", PROBLEM, f"{url} answers {error.code}",
-                        "lookback serve --stop && lookback serve --ensure")]
+            return Finding("reader", PROBLEM, f"{url} answers but wants a token",
+                           "export LOOKBACK_TOKEN=<a token of server.tokens>")
+        return Finding("reader", PROBLEM, f"{url} answers {error.code}",
+                       "lookback serve --stop && lookback serve --ensure")
     except (OSError, ValueError):
-        # A fresh machine: the Pi extension and the hooks start it on first use.
-        return [Finding("reader", NOTE, f"no reader answers at {url} yet: the Pi extension and "
-                        "the hooks start one on first use", "lookback serve --ensure")]
-    version, mode = health.get("version", "unknown"), health.get("mode", "unknown")
-    details = {"url": url, "version": version, "mode": mode, "started_by": None}
-    summary = f"{url} answers (version {version}, {mode} mode)"
-    started = read_started(situation.settings)
-    if started is not None and started.alive():
-        # Started in the background by `lookback serve --ensure` (the Pi extension, a hook).
-        details["started_by"] = started.started_by
-        summary += f", started by {started.started_by} (pid {started.pid}, log {started.log})"
-    return [Finding("reader", OK, summary, details=details)]
+        return _no_reader(url)
+    return health if isinstance(health, dict) else _no_reader(url)
+
+
+def _socket_health(url: str, token: str | None, home: str) -> dict[str, Any] | Finding:
+    deadline = time.monotonic() + 2
+    try:
+        health = hook_client.get_json(url, "/v1/health", deadline=deadline, token=token,
+                                      home=home)
+    except local_reader.NoReader:
+        return _no_reader(url)
+    except local_reader.NotOurReader as error:
+        return Finding("reader", PROBLEM, f"{url} is not this data home's reader, so no "
+                       f"client sends it anything: {error}")
+    except (hook_client.HookSkipped, OSError, ValueError) as error:
+        return Finding("reader", PROBLEM, f"{url} does not answer as a reader "
+                       f"({type(error).__name__})")
+    return health if isinstance(health, dict) else _no_reader(url)
 
 
 def check_session_folders(situation: Situation) -> list[Finding]:
@@ -298,7 +336,8 @@ def check_claude_hook(situation: Situation) -> list[Finding]:
                     and CLAUDE_HOOK_MARK in str(hook.get("command"))]
         if not commands:
             continue
-        problem = _hook_problem(str(commands[-1]), situation.reader_url)
+        problem = _hook_problem(str(commands[-1]), situation.reader_url,
+                                situation.settings.home)
         if problem:
             fix = fix if place == places[0] else \
                 f"lookback install claude-code --project {shlex.quote(str(situation.cwd))}"
@@ -335,7 +374,8 @@ def check_codex_hook(situation: Situation) -> list[Finding]:
         return [Finding("codex hook", PROBLEM, "Lookback's UserPromptSubmit hook is not in "
                         f"{hooks_file}", fix)]
     group, index, handler = found[-1]
-    problem = _hook_problem(str(handler["command"]), situation.reader_url)
+    problem = _hook_problem(str(handler["command"]), situation.reader_url,
+                            situation.settings.home)
     if problem:
         return [Finding("codex hook", PROBLEM, f"the hook in {hooks_file} {problem}", fix)]
     try:
@@ -352,7 +392,7 @@ def check_codex_hook(situation: Situation) -> list[Finding]:
     return [Finding("codex hook", OK, f"installed in {hooks_file} and trusted")]
 
 
-def _hook_problem(command: str, reader_url: str) -> str | None:
+def _hook_problem(command: str, reader_url: str, home: str | Path) -> str | None:
     """Why the installed hook command cannot work, or None."""
     try:
         parts = shlex.split(command)
@@ -363,9 +403,13 @@ def _hook_problem(command: str, reader_url: str) -> str | None:
     problem = command_problem(parts)
     if problem:
         return problem
-    url = parts[parts.index("--url") + 1] if "--url" in parts[:-1] else None
-    if url and url.rstrip("/") != reader_url:
-        return f"asks {url}, but the reader is configured at {reader_url}"
+    url = parts[parts.index("--url") + 1].rstrip("/") if "--url" in parts[:-1] else ""
+    if url != reader_url:
+        return f"asks {url or 'the reader on your Unix socket'}, but the reader is " \
+            f"configured at {reader_url or 'your Unix socket'}"
+    named = parts[parts.index("--home") + 1] if "--home" in parts[:-1] else None
+    if not url and (named is None or os.path.realpath(named) != os.path.realpath(home)):
+        return f"asks the reader of data home {named or '(none)'}, not of {home}"
     return None
 
 

@@ -8,6 +8,12 @@ loaded by a hook running as a plain script under ``python -S -I`` (no ``site``: 
 no ``http.client``/``urllib``/IDNA imports), the evidence envelopes of a retrieve answer,
 the choice of whole envelopes within an agent's limit, the ``hookSpecificOutput`` JSON, the
 hook options and the fail-open ``main``.
+
+The reader is the user's own, on the Unix socket of the data home ``--home`` names
+(``lookback.local_reader``): before the prompt is sent, the directory, the socket, the
+reader's uid and its identity (``GET /v1/health?projects=0`` on the same connection) are
+checked; anything else gets nothing. ``--url http://host:port`` names a team reader on
+TCP instead (with ``LOOKBACK_TOKEN``), which is never started from here.
 """
 
 from __future__ import annotations
@@ -19,12 +25,20 @@ import sys
 import time
 from collections.abc import Callable
 
-DEFAULT_URL = "http://127.0.0.1:8765"
+if __package__:
+    from lookback import local_reader
+else:  # a plain script under ``python -S -I``: the file beside it
+    import local_reader  # type: ignore[no-redef, import-not-found]
+
+NoReader, NotOurReader = local_reader.NoReader, local_reader.NotOurReader
+#: No URL: the reader on the user's Unix socket of ``--home``.
+DEFAULT_URL = ""
 DEFAULT_TIMEOUT_MS = 1500.0
 #: Hook input is small (a prompt and a few strings); a larger stdin is not read whole.
 MAX_INPUT_BYTES = 4_000_000
 #: The reader's answer is bounded by its token budget; this caps what is read regardless.
 MAX_ANSWER_BYTES = 8_000_000
+MAX_HEAD_BYTES = 65536
 SEPARATOR = "\n\n"
 
 
@@ -87,42 +101,122 @@ def prompt_and_transcript(hook_input: object, event: str) -> tuple[str, str]:
 
 
 def post_json(url: str, path: str, body: dict, *, deadline: float,
-              token: str | None = None) -> object:
+              token: str | None = None, home: str = "") -> object:
     """POST ``body`` as JSON and parse the JSON answer, all before ``deadline``
-    (``time.monotonic()``). A plain HTTP/1.1 exchange on one socket."""
-    host, port, base = split_url(url)
+    (``time.monotonic()``): to the TCP reader ``url``, or (no ``url``) to this user's
+    reader of ``home``, verified first (``open_reader``). A plain HTTP/1.1 exchange."""
     payload = json.dumps(body, ensure_ascii=False).encode()
-    head = [f"POST {base}{path} HTTP/1.1", f"Host: {host}:{port}",
-            "Content-Type: application/json", f"Content-Length: {len(payload)}",
-            "Connection: close"]
-    if token:
-        head.append(f"Authorization: Bearer {token}")
-    request = ("\r\n".join(head) + "\r\n\r\n").encode() + payload
-    with _connect(host, port, deadline) as connection:
-        connection.sendall(request)
+    with open_reader(url, home, deadline, token) as (connection, host, base):
+        connection.sendall(_request("POST", f"{base}{path}", host, token, payload))
         answer = _read_all(connection, deadline)
     return _parse_http(answer)
 
 
-#: Reader hosts a hook may start a reader for: this machine only.
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+def get_json(url: str, path: str, *, deadline: float, token: str | None = None,
+             home: str = "") -> object:
+    """GET ``path`` of the reader (as ``post_json``)."""
+    with open_reader(url, home, deadline, token) as (connection, host, base):
+        connection.sendall(_request("GET", f"{base}{path}", host, token, None))
+        answer = _read_all(connection, deadline)
+    return _parse_http(answer)
 
 
-def start_reader(url: str, started_by: str) -> None:
-    """No reader listens at ``url``: run ``lookback serve --ensure`` detached (it returns at
-    once and starts at most one reader per machine; ``lookback.background``), so the next
-    prompt finds one. Not for a remote reader, nor with ``LOOKBACK_AUTOSTART=0``; never
-    raises (fail-open)."""
+class open_reader:  # noqa: N801 (a context manager used like a function)
+    """``with open_reader(url, home, deadline, token) as (connection, host, base)``: a
+    connection to the reader, the Host header to send and the URL's path prefix.
+
+    Without ``url``: this user's socket for ``home``, checked by ``local_reader.connect``
+    (directory, owner, peer uid), then asked ``GET /v1/health?projects=0`` on the same
+    connection, whose ``identity`` must be ``home``'s; ``NoReader`` or ``NotOurReader``
+    otherwise, before anything else is sent. ``unix:/path`` names the socket instead
+    (checked the same way). ``http://host:port``: a TCP connection, as it is."""
+
+    def __init__(self, url: str, home: str, deadline: float, token: str | None) -> None:
+        self.url, self.home, self.deadline, self.token = url, home, deadline, token
+        self.connection: socket.socket | None = None
+
+    def __enter__(self) -> tuple[socket.socket, str, str]:
+        if self.url and not self.url.startswith(local_reader.UNIX_PREFIX):
+            host, port, base = split_url(self.url)
+            self.connection = _connect(host, port, self.deadline)
+            return self.connection, f"{host}:{port}", base
+        if not self.home:
+            raise HookSkipped("no data home to find the reader by")
+        path = self.url[len(local_reader.UNIX_PREFIX):] if self.url \
+            else local_reader.socket_path(self.home)
+        self.connection = local_reader.connect(path, _left(self.deadline))
+        self.connection.sendall(_request("GET", "/v1/health?projects=0", "localhost",
+                                         self.token, None, keep_alive=True))
+        local_reader.check_identity(_read_one(self.connection, self.deadline), self.home)
+        return self.connection, "localhost", ""
+
+    def __exit__(self, *exc: object) -> None:
+        if self.connection is not None:
+            self.connection.close()
+
+
+def _request(method: str, target: str, host: str, token: str | None,
+             payload: bytes | None, *, keep_alive: bool = False) -> bytes:
+    head = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
+    if payload is not None:
+        head += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    head.append("Connection: keep-alive" if keep_alive else "Connection: close")
+    if token:
+        head.append(f"Authorization: Bearer {token}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + (payload or b"")
+
+
+def _read_one(connection: socket.socket, deadline: float) -> object:
+    """One answer of a kept-alive connection (the reader always sends its length)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > MAX_HEAD_BYTES:
+            raise NotOurReader("what answers there is no reader")
+        data += _recv(connection, deadline)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
+                   if line.lower().startswith(b"content-length:")), None)
+    if length is None or length > MAX_ANSWER_BYTES:
+        raise NotOurReader("what answers there is no reader")
+    while len(body) < length:
+        body += _recv(connection, deadline)
     try:
-        host, port, _ = split_url(url)
-        if os.environ.get("LOOKBACK_AUTOSTART") == "0" or host not in LOOPBACK_HOSTS:
+        return _parse_http(head + b"\r\n\r\n" + body)
+    except ValueError:  # not JSON (a 401 or 403 is a HookSkipped: the reader, no token)
+        raise NotOurReader("what answers there is no reader") from None
+
+
+def _recv(connection: socket.socket, deadline: float) -> bytes:
+    connection.settimeout(_left(deadline))
+    chunk = connection.recv(65536)
+    if not chunk:
+        raise NotOurReader("the reader closed the connection")
+    return chunk
+
+
+def start_reader(home: str, started_by: str) -> None:
+    """No reader listens on the user's socket for ``home``: run ``lookback serve --ensure``
+    detached (it returns at once and starts at most one reader per data home;
+    ``lookback.background``), so the next prompt finds one. Not with
+    ``LOOKBACK_AUTOSTART=0``; never raises (fail-open)."""
+    try:
+        if os.environ.get("LOOKBACK_AUTOSTART") == "0" or not home:
             return
         import subprocess  # only on this path: a hook's usual run never pays for it
 
-        subprocess.Popen([sys.executable, "-m", "lookback", "serve", "--ensure",
-                          "--started-by", started_by, "--port", str(port)],
+        subprocess.Popen([sys.executable, "-m", "lookback", "--home", home, "serve",
+                          "--ensure", "--started-by", started_by],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    except Exception:
+        pass
+
+
+def not_ours(error: Exception) -> None:
+    """Say on stderr, once per prompt, why nothing was sent (the agent shows a hook's
+    stderr in its debug view; the prompt goes on unchanged)."""
+    try:
+        sys.stderr.write(f"lookback: nothing sent: {error}\n")
     except Exception:
         pass
 
@@ -131,7 +225,7 @@ def split_url(url: str) -> tuple[str, int, str]:
     """(host, port, path prefix) of ``http://host[:port][/prefix]`` (``urllib.parse``
     would cost an import on every prompt)."""
     if not url.startswith("http://"):
-        raise HookSkipped("reader URL must be http://host:port")
+        raise HookSkipped("reader URL must be http://host:port or unix:/path")
     netloc, slash, prefix = url[len("http://"):].partition("/")
     host, port = netloc, "80"
     if netloc.startswith("["):  # [::1]:8765
@@ -140,7 +234,7 @@ def split_url(url: str) -> tuple[str, int, str]:
     elif ":" in netloc:
         host, _, port = netloc.rpartition(":")
     if not host or not port.isdigit():
-        raise HookSkipped("reader URL must be http://host:port")
+        raise HookSkipped("reader URL must be http://host:port or unix:/path")
     return host, int(port), (slash + prefix).rstrip("/")
 
 

@@ -81,7 +81,8 @@ class TokenGrant(Section, frozen=True):
 
 
 class Server(Section, frozen=True):
-    host: str = "127.0.0.1"
+    #: empty: the user's private Unix socket; an address: TCP (needs ``tokens``)
+    host: str = ""
     port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8765
     #: bearer token -> list of projects (names or cwds), "*" for all, or a ``TokenGrant``
     tokens: dict[str, str | list[str] | TokenGrant] = {}

@@ -56,6 +56,17 @@ def no_real_claude_code_sessions(monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.fixture(autouse=True)
+def private_socket_dir(monkeypatch: pytest.MonkeyPatch,
+                       tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Readers' sockets (``lookback.local_reader``) go under this run's own runtime folder
+    (0700, short enough for ``sun_path``), never the machine's ``$XDG_RUNTIME_DIR``."""
+    folder = tmp_path_factory.getbasetemp() / "run"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture(autouse=True)
 def no_reader_started_by_a_client(monkeypatch: pytest.MonkeyPatch) -> None:
     """A test's "reader down" stays down: no hook or extension it runs starts one
     (``lookback serve --ensure``) unless the test turns ``LOOKBACK_AUTOSTART`` on."""

@@ -15,11 +15,26 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import pytest
 
 from tests.e2e.harness import JsonServer, slow
+
+
+class Reader(NamedTuple):
+    """A live reader on its user's Unix socket: the data home a hook finds it by
+    (``--home``)."""
+
+    home: str
+
+
+def reader_options(reader: str | Reader) -> dict[str, str]:
+    """A hook's ``url`` and ``home`` for ``reader``: a TCP URL (a fake reader) as it is,
+    a live one by its data home."""
+    if isinstance(reader, Reader):
+        return {"url": "", "home": reader.home}
+    return {"url": reader, "home": ""}
 
 
 def fake_reader(status: int = 200, body: bytes = b"{}", delay: float = 0.0) -> JsonServer:

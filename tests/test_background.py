@@ -1,4 +1,5 @@
-"""`lookback serve --ensure` / `--stop`: a reader nobody starts by hand, once per machine."""
+"""`lookback serve --ensure` / `--stop`: a reader nobody starts by hand, once per data home,
+on its user's Unix socket; what is not that reader is never taken for it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lookback import local_reader
 from lookback.background import read_started
 from lookback.doctor import check_reader
 from lookback.settings import load_settings
@@ -25,51 +27,46 @@ def environment(home: Path) -> dict[str, str]:
     return {**env, "LOOKBACK_CONFIG": str(config)}
 
 
-def lookback(home: Path, *args: str) -> subprocess.CompletedProcess:
+def lookback(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([*LOOKBACK, "--home", str(home), *args], capture_output=True,
-                          text=True, timeout=120, env=environment(home), check=False)
+                          text=True, timeout=120, env={**environment(home), **env},
+                          check=False)
 
 
 def test_two_sessions_asking_at_once_start_one_reader_and_stop_stops_it(home):
-    port = str(free_port())
-    ensure = [*LOOKBACK, "--home", str(home), "serve", "--ensure", "--started-by", "pi",
-              "--port", port]
+    ensure = [*LOOKBACK, "--home", str(home), "serve", "--ensure", "--started-by", "pi"]
     both = [subprocess.Popen(ensure, stdout=subprocess.PIPE, text=True, env=environment(home))
             for _ in range(2)]
-    states = sorted(json.loads(p.communicate(timeout=120)[0])["reader"] for p in both)
+    answers = [json.loads(p.communicate(timeout=120)[0]) for p in both]
+    states = sorted(answer["reader"] for answer in answers)
     try:
         assert states.count("started") == 1 and states[0] in ("running", "started", "starting")
-        wait_for_health(f"http://127.0.0.1:{port}", timeout=60)
-        assert json.loads(lookback(home, "serve", "--ensure", "--port", port).stdout)[
-            "reader"] == "running"
+        assert {answer["address"] for answer in answers} == {local_reader.address(home)}
+        wait_for_health(local_reader.address(home), timeout=60)
+        assert json.loads(lookback(home, "serve", "--ensure").stdout)["reader"] == "running"
         started = read_started(load_settings({"home": str(home)}, environ={}))
-        assert started is not None and started.started_by == "pi" and started.alive()
+        assert started is not None and started.started_by == "pi" and started.alive(home)
+        assert started.address == local_reader.address(home)
         assert (home / "logs" / "serve.log").exists()
     finally:
         stopped = lookback(home, "serve", "--stop")
     assert stopped.returncode == 0, stopped.stderr
     assert json.loads(stopped.stdout) == {"stopped": started.pid, "started_by": "pi"}
-    assert not started.alive() and not (home / "serve.pid").exists()
+    assert not started.alive(home) and not (home / "serve.pid").exists()
+    assert not os.path.exists(local_reader.socket_path(home))  # the reader removed its socket
     assert lookback(home, "serve", "--stop").returncode == 1  # nothing left to stop
 
 
-def test_a_pid_file_naming_a_process_that_is_no_reader_neither_blocks_nor_kills(home):
-    """The pid file outlives its reader (a reboot, a crash); its pid may now be another
-    process's. Once, --ensure answered "starting" for as long as that process lived (no
-    reader, ever) and --stop sent it SIGTERM, then SIGKILL."""
+def _pid_file_test(home: Path, record: dict) -> None:
     other = subprocess.Popen(["sleep", "120"])
-    port = free_port()
     try:
-        (home / "serve.pid").write_text(json.dumps({
-            "pid": other.pid, "host": "127.0.0.1", "port": port, "started_by": "pi",
-            "started_at": 1.0, "log": str(home / "logs" / "serve.log"),
-            "identity": "a-boot-before:1234"}))
+        (home / "serve.pid").write_text(json.dumps({"pid": other.pid, **record}))
         assert lookback(home, "serve", "--stop").returncode == 1  # nothing of ours to stop
         assert other.poll() is None
-        done = lookback(home, "serve", "--ensure", "--port", str(port))
+        done = lookback(home, "serve", "--ensure")
         try:
             assert json.loads(done.stdout)["reader"] == "started"
-            wait_for_health(f"http://127.0.0.1:{port}", timeout=60)
+            wait_for_health(local_reader.address(home), timeout=60)
         finally:
             stopped = lookback(home, "serve", "--stop")
         assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] != other.pid
@@ -79,22 +76,67 @@ def test_a_pid_file_naming_a_process_that_is_no_reader_neither_blocks_nor_kills(
         other.wait()
 
 
-def test_a_reader_already_listening_is_left_alone(home):
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        port = str(listener.getsockname()[1])
-        done = lookback(home, "serve", "--ensure", "--port", port)
-    assert json.loads(done.stdout)["reader"] == "running"
-    assert not (home / "serve.pid").exists()
+def test_a_pid_file_naming_a_process_that_is_no_reader_neither_blocks_nor_kills(home):
+    """The pid file outlives its reader (a reboot, a crash); its pid may now be another
+    process's. Once, --ensure answered "starting" for as long as that process lived (no
+    reader, ever) and --stop sent it SIGTERM, then SIGKILL."""
+    _pid_file_test(home, {"address": local_reader.address(home), "started_by": "pi",
+                          "started_at": 1.0, "log": str(home / "logs" / "serve.log"),
+                          "identity": "a-boot-before:1234"})
+
+
+def test_a_pid_file_from_before_the_process_identity_neither_blocks_nor_kills(home):
+    """Issue 29 item 8: a pid file an older version wrote (no ``identity``, host and port)
+    whose pid is now an unrelated process made --ensure start nothing and --stop kill it."""
+    _pid_file_test(home, {"host": "127.0.0.1", "port": 8765, "started_by": "pi",
+                          "started_at": 1.0, "log": str(home / "logs" / "serve.log")})
+
+
+def test_something_on_the_tcp_port_is_not_taken_for_the_reader(home):
+    """Issue 27 finding 2: a process listening on the reader's old port made --ensure
+    answer "running" and start nothing; the hooks then sent it the prompts."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = str(squatter.getsockname()[1])
+        done = lookback(home, "serve", "--ensure", LOOKBACK_SERVER__PORT=port)
+        try:
+            assert json.loads(done.stdout)["reader"] == "started"
+            wait_for_health(local_reader.address(home), timeout=60)
+        finally:
+            lookback(home, "serve", "--stop")
+        squatter.setblocking(False)
+        try:
+            squatter.accept()
+            raise AssertionError("something connected to the squatter")
+        except BlockingIOError:
+            pass  # nobody ever connected to it
+
+
+def test_something_else_on_the_socket_is_foreign_and_nothing_starts(home):
+    """A process that is not this home's reader (here: one that accepts and says nothing)
+    at the socket's path: --ensure says so and starts nothing; no reader can bind there."""
+    path = local_reader.socket_path(home)
+    local_reader.check_dir(os.path.dirname(path), create=True)
+    with socket.socket(socket.AF_UNIX) as squatter:
+        squatter.bind(path)
+        squatter.listen()
+        try:
+            done = lookback(home, "serve", "--ensure")
+            answer = json.loads(done.stdout)
+            assert (done.returncode, answer["reader"]) == (1, "foreign")
+            assert not (home / "serve.pid").exists()
+            served = lookback(home, "serve")
+            assert served.returncode == 1 and "already listens" in served.stderr
+        finally:
+            os.unlink(path)
 
 
 def test_doctor_names_who_started_the_reader(home):
-    port = free_port()
-    settings = load_settings({"home": str(home), "server": {"port": port}}, environ={})
-    lookback(home, "serve", "--ensure", "--started-by", "claude-code", "--port", str(port))
+    settings = load_settings({"home": str(home)}, environ={})
+    lookback(home, "serve", "--ensure", "--started-by", "claude-code")
     try:
-        wait_for_health(f"http://127.0.0.1:{port}", timeout=60)
+        wait_for_health(local_reader.address(home), timeout=60)
         from lookback.doctor import Situation
 
         [finding] = check_reader(Situation(settings, environ={"HOME": str(home)}, cwd=home))
@@ -105,38 +147,49 @@ def test_doctor_names_who_started_the_reader(home):
 
 
 def test_the_claude_code_hook_finding_no_reader_starts_one_and_adds_nothing(home):
-    """The hook as Claude Code runs it (`python -S -I claude_hook.py`): this prompt gets
-    nothing (fail-open), and `lookback serve --ensure` starts the reader for the next one."""
+    """The hook as Claude Code runs it (`python -S -I claude_hook.py --home …`): this prompt
+    gets nothing (fail-open), and `lookback serve --ensure` starts the reader for the next
+    one."""
     from lookback import claude_hook
     from tests.test_claude_hook import hook_input
 
-    port = free_port()
-    env = {**environment(home), "LOOKBACK_HOME": str(home), "LOOKBACK_AUTOSTART": "1"}
+    env = {**environment(home), "LOOKBACK_AUTOSTART": "1"}
     script = str(Path(claude_hook.__file__))
-    done = subprocess.run([sys.executable, "-S", "-I", script, "--url",
-                           f"http://127.0.0.1:{port}"], input=hook_input(),
-                          capture_output=True, timeout=60, env=env, check=False)
-    assert (done.returncode, done.stdout) == (0, b"")
+    done = subprocess.run([sys.executable, "-S", "-I", script, "--home", str(home)],
+                          input=hook_input(), capture_output=True, timeout=60, env=env,
+                          check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     try:
-        wait_for_health(f"http://127.0.0.1:{port}", timeout=60)
+        wait_for_health(local_reader.address(home), timeout=60)
         started = read_started(load_settings({"home": str(home)}, environ={}))
         assert started is not None and started.started_by == "claude-code"
-        assert started.port == port
     finally:
         lookback(home, "serve", "--stop")
 
 
-def test_a_hook_starts_no_reader_for_a_remote_url_or_when_turned_off(home, monkeypatch):
+def test_a_hook_starts_no_reader_without_a_home_or_when_turned_off(home, monkeypatch):
     from lookback import hook_client
 
     spawned: list[list[str]] = []
     monkeypatch.setattr(subprocess, "Popen", lambda command, **_: spawned.append(command))
     monkeypatch.setenv("LOOKBACK_AUTOSTART", "1")
-    hook_client.start_reader("http://reader.example:8765", "claude-code")
+    hook_client.start_reader("", "claude-code")
     monkeypatch.setenv("LOOKBACK_AUTOSTART", "0")
-    hook_client.start_reader("http://127.0.0.1:8765", "claude-code")
+    hook_client.start_reader(str(home), "claude-code")
     assert spawned == []
     monkeypatch.setenv("LOOKBACK_AUTOSTART", "1")
-    hook_client.start_reader("http://127.0.0.1:8765", "claude-code")
-    assert spawned == [[sys.executable, "-m", "lookback", "serve", "--ensure",
-                        "--started-by", "claude-code", "--port", "8765"]]
+    hook_client.start_reader(str(home), "claude-code")
+    assert spawned == [[sys.executable, "-m", "lookback", "--home", str(home), "serve",
+                        "--ensure", "--started-by", "claude-code"]]
+
+
+def test_tcp_without_tokens_is_refused_with_what_to_do(home):
+    """Issue 27 finding 1: `lookback serve` without tokens listened on 127.0.0.1:8765,
+    where every local account could read every project."""
+    port = str(free_port())
+    done = lookback(home, "serve", "--port", port)
+    assert done.returncode == 2  # a usage error
+    assert "without tokens" in done.stderr and "[server.tokens]" in done.stderr
+    assert "leave out --host/--port" in done.stderr
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", int(port))) != 0

@@ -17,7 +17,15 @@ from lookback import claude_hook
 from lookback.cli import main
 from lookback.commands.install import hook_command
 from lookback.query.context.evidence import FOOTER, HEADER
-from tests.hook_cases import FailOpenCases, Stdin, calls, context_of, fake_reader
+from tests.hook_cases import (
+    FailOpenCases,
+    Reader,
+    Stdin,
+    calls,
+    context_of,
+    fake_reader,
+    reader_options,
+)
 from tests.server.conftest import settings_for, start_server, stop_server
 from tests.support import index_paths
 from tests.test_claude_code import MAIN, MAIN_ID, PROJECT_DIR, by_text
@@ -33,23 +41,25 @@ def hook_input(prompt: str = PROMPT, transcript: Path = MAIN, **extra: Any) -> b
 
 
 @pytest.fixture
-def reader_url(home: Path) -> Iterator[str]:
+def reader(home: Path) -> Iterator[Reader]:
     """A live reader (`lookback serve` in-process) over the indexed Claude Code fixture."""
     index_paths(home, PROJECT_DIR)
     server, thread = start_server(settings_for(home))
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    yield Reader(str(home))
     stop_server(server, thread)
 
 
-def run(stdin: bytes, url: str, timeout_ms: float = 3000, provider: str = "anthropic"):
-    return claude_hook.run_hook(stdin, url=url, provider=provider, timeout_ms=timeout_ms)
+def run(stdin: bytes, reader: str | Reader, timeout_ms: float = 3000,
+        provider: str = "anthropic"):
+    return claude_hook.run_hook(stdin, **reader_options(reader), provider=provider,
+                                timeout_ms=timeout_ms)
 
 
 # -- answers ------------------------------------------------------------------------------------
 
 
-def test_the_hook_hands_back_the_removed_entry_in_the_spec_envelope(reader_url):
-    context = context_of(run(hook_input(), reader_url))
+def test_the_hook_hands_back_the_removed_entry_in_the_spec_envelope(reader):
+    context = context_of(run(hook_input(), reader))
     first = by_text(MAIN, "ORCHID_LATCH_9031")
     assert context.startswith(HEADER) and context.endswith(FOOTER)
     assert f"Source entry: {first['uuid']} (session {MAIN_ID})" in context
@@ -57,14 +67,14 @@ def test_the_hook_hands_back_the_removed_entry_in_the_spec_envelope(reader_url):
     assert "THOUGHT_SECRET_77" not in context
 
 
-def test_the_context_is_exactly_the_readers_evidence_messages(reader_url):
+def test_the_context_is_exactly_the_readers_evidence_messages(reader):
     body = claude_hook.retrieve_request(json.loads(hook_input()), "anthropic")
-    response = claude_hook.post_json(reader_url, "/v1/retrieve", body,
+    response = claude_hook.post_json("", "/v1/retrieve", body, home=reader.home,
                                      deadline=time.monotonic() + 5)
     texts = [block["text"] for item in response["evidence"]
              for block in item["message"]["content"]]
     assert len(texts) >= 1
-    assert context_of(run(hook_input(), reader_url)) == "\n\n".join(texts)
+    assert context_of(run(hook_input(), reader)) == "\n\n".join(texts)
 
 
 def test_the_request_names_the_transcript_prompt_and_provider():
@@ -75,9 +85,9 @@ def test_the_request_names_the_transcript_prompt_and_provider():
                                                "max_retrieved_history_tokens": 2500})]
 
 
-def test_only_whole_envelopes_up_to_claude_codes_limit(reader_url):
+def test_only_whole_envelopes_up_to_claude_codes_limit(reader):
     body = claude_hook.retrieve_request(json.loads(hook_input()), "anthropic")
-    response = claude_hook.post_json(reader_url, "/v1/retrieve", body,
+    response = claude_hook.post_json("", "/v1/retrieve", body, home=reader.home,
                                      deadline=time.monotonic() + 5)
     [first, *rest] = response["evidence"]
     big = {**first, "message": {"role": "user", "content": [
@@ -92,9 +102,9 @@ def test_only_whole_envelopes_up_to_claude_codes_limit(reader_url):
     assert all(e.endswith(FOOTER) for e in envelopes)
 
 
-def test_no_topic_or_nothing_removed_adds_nothing(reader_url):
-    assert run(hook_input("ok grazie, vai pure"), reader_url) is None
-    assert run(hook_input("what is PRESERVED_PROMPT_6021 about?"), reader_url) is None
+def test_no_topic_or_nothing_removed_adds_nothing(reader):
+    assert run(hook_input("ok grazie, vai pure"), reader) is None
+    assert run(hook_input("what is PRESERVED_PROMPT_6021 about?"), reader) is None
 
 
 # -- fail-open ----------------------------------------------------------------------------------
@@ -113,7 +123,7 @@ class TestFailOpen(FailOpenCases):
 
 def test_the_cli_command_fails_open_too(monkeypatch, capsys, home, tmp_path):
     monkeypatch.setenv("LOOKBACK_HOME", str(home))
-    monkeypatch.setenv("LOOKBACK_SERVER__PORT", "9")  # nothing listens there
+    # nothing listens on the socket of that (empty) home
     monkeypatch.setattr(sys, "stdin", Stdin(hook_input()))
     assert main(["hook", "claude-code"]) == 0
     assert capsys.readouterr().out == ""
@@ -123,8 +133,8 @@ def test_the_cli_command_fails_open_too(monkeypatch, capsys, home, tmp_path):
     assert capsys.readouterr().out == ""
 
 
-def test_the_cli_command_answers_with_the_settings_reader(monkeypatch, capsys, reader_url):
-    monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
+def test_the_cli_command_answers_with_the_settings_reader(monkeypatch, capsys, reader):
+    monkeypatch.setenv("LOOKBACK_HOME", reader.home)
     monkeypatch.setattr(sys, "stdin", Stdin(hook_input()))
     assert main(["hook", "claude-code"]) == 0
     assert HEADER in context_of(capsys.readouterr().out)
@@ -133,7 +143,7 @@ def test_the_cli_command_answers_with_the_settings_reader(monkeypatch, capsys, r
 # -- install ------------------------------------------------------------------------------------
 
 
-def test_install_writes_a_hook_that_runs(monkeypatch, capsys, tmp_path, reader_url):
+def test_install_writes_a_hook_that_runs(monkeypatch, capsys, tmp_path, reader):
     """Into the project's personal settings.local.json: it names this machine's Python, so
     it was wrong in the shared settings.json a team commits."""
     project = tmp_path / "project"
@@ -141,7 +151,7 @@ def test_install_writes_a_hook_that_runs(monkeypatch, capsys, tmp_path, reader_u
     settings_file.parent.mkdir(parents=True)
     other = {"hooks": [{"type": "command", "command": "echo other"}]}
     settings_file.write_text(json.dumps({"model": "x", "hooks": {"UserPromptSubmit": [other]}}))
-    monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
+    monkeypatch.setenv("LOOKBACK_HOME", reader.home)
     assert main(["install", "claude-code", "--project", str(project)]) == 0
     assert main(["install", "claude-code", "--project", str(project)]) == 0  # idempotent
     written = json.loads(settings_file.read_text())
@@ -222,12 +232,12 @@ def test_install_print_shows_the_change_and_makes_none(capsys, home, monkeypatch
     ("http://127.0.0.1:8765", ("127.0.0.1", 8765, "")),
     ("http://localhost:9/lookback/", ("localhost", 9, "/lookback")),
     ("http://[::1]:8765", ("::1", 8765, "")), ("http://example.org", ("example.org", 80, ""))])
-def test_reader_urls(url, parts):
+def test_readers(url, parts):
     assert claude_hook.split_url(url) == parts
 
 
 @pytest.mark.parametrize("url", ["https://x:1", "http://:80", "http://x:port", "ftp://x"])
-def test_unusable_reader_urls_are_skipped(url):
+def test_unusable_readers_are_skipped(url):
     with pytest.raises(claude_hook.HookSkipped):
         claude_hook.split_url(url)
 
@@ -253,10 +263,10 @@ def test_the_providers_privacy_policy_decides_what_leaves(home, tmp_path):
     copy.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     index_paths(home, copy)
     server, thread = start_server(settings_for(home))
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    reader = Reader(str(home))
     try:
-        remote = run(hook_input(transcript=copy), url, provider="anthropic")
-        local = run(hook_input(transcript=copy), url, provider="local")
+        remote = run(hook_input(transcript=copy), reader, provider="anthropic")
+        local = run(hook_input(transcript=copy), reader, provider="local")
     finally:
         stop_server(server, thread)
     assert remote is None or (first["uuid"] not in remote and "hunter2" not in remote)

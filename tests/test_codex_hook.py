@@ -22,7 +22,15 @@ from lookback.cli import main
 from lookback.commands.install import codex_hook_command
 from lookback.ingest import codex
 from lookback.query.context.evidence import FOOTER, HEADER
-from tests.hook_cases import FailOpenCases, Stdin, calls, context_of, fake_reader
+from tests.hook_cases import (
+    FailOpenCases,
+    Reader,
+    Stdin,
+    calls,
+    context_of,
+    fake_reader,
+    reader_options,
+)
 from tests.server.conftest import settings_for, start_server, stop_server
 from tests.support import index_paths, persist_hook_context
 from tests.test_codex import CWD, MAIN, MAIN_ID, SESSIONS, item, lines_of
@@ -45,17 +53,18 @@ def rollout(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def reader_url(home: Path, rollout: Path) -> Iterator[str]:
+def reader(home: Path, rollout: Path) -> Iterator[Reader]:
     """A live reader (`lookback serve` in-process) over the copied Codex sessions; it indexes
     the rollout's new lines before answering (embedded freshness)."""
     index_paths(home, rollout.parent)
     server, thread = start_server(settings_for(home))
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    yield Reader(str(home))
     stop_server(server, thread)
 
 
-def run(stdin: bytes, url: str, **options: Any) -> str | None:
-    return codex_hook.run_hook(stdin, url=url, provider=options.pop("provider", "openai"),
+def run(stdin: bytes, reader: str | Reader, **options: Any) -> str | None:
+    return codex_hook.run_hook(stdin, **reader_options(reader),
+                               provider=options.pop("provider", "openai"),
                                timeout_ms=options.pop("timeout_ms", 5000), **options)
 
 
@@ -67,8 +76,8 @@ def persist(rollout: Path, context: str) -> None:
 # -- answers ------------------------------------------------------------------------------------
 
 
-def test_the_hook_quotes_what_the_compaction_dropped(rollout, reader_url):
-    context = context_of(run(hook_input(transcript=rollout), reader_url))
+def test_the_hook_quotes_what_the_compaction_dropped(rollout, reader):
+    context = context_of(run(hook_input(transcript=rollout), reader))
     reply = item(MAIN, "Fake reply 2", "assistant")
     assert context.startswith(HEADER) and context.endswith(FOOTER)
     assert f"Source entry: {reply['id']} (session {MAIN_ID})" in context
@@ -76,28 +85,28 @@ def test_the_hook_quotes_what_the_compaction_dropped(rollout, reader_url):
     assert len(context.encode()) <= codex_hook.MAX_CONTEXT_TOKENS * codex_hook.BYTES_PER_TOKEN
 
 
-def test_what_an_earlier_turn_quoted_is_never_quoted_again(rollout, reader_url):
-    first = context_of(run(hook_input(transcript=rollout), reader_url))
+def test_what_an_earlier_turn_quoted_is_never_quoted_again(rollout, reader):
+    first = context_of(run(hook_input(transcript=rollout), reader))
     quoted = codex_hook._sources(first)
     persist(rollout, first)
     assert codex_hook.quoted_so_far(str(rollout)) == (quoted, len(first.encode()))
-    again = run(hook_input(transcript=rollout), reader_url)
+    again = run(hook_input(transcript=rollout), reader)
     assert again is None or not codex_hook._sources(context_of(again)) & quoted
 
 
-def test_after_a_compaction_the_dropped_evidence_may_come_again(rollout, reader_url):
-    first = context_of(run(hook_input(transcript=rollout), reader_url))
+def test_after_a_compaction_the_dropped_evidence_may_come_again(rollout, reader):
+    first = context_of(run(hook_input(transcript=rollout), reader))
     persist(rollout, first)
     compacted = next(o for o in lines_of(MAIN) if o["type"] == "compacted")
     with rollout.open("a", encoding="utf-8") as handle:  # a second compaction drops the hook's
         handle.write(json.dumps(compacted, separators=(",", ":")) + "\n")
     assert codex_hook.quoted_so_far(str(rollout)) == (set(), 0)
-    assert codex_hook._sources(context_of(run(hook_input(transcript=rollout), reader_url))) \
+    assert codex_hook._sources(context_of(run(hook_input(transcript=rollout), reader))) \
         & codex_hook._sources(first)
 
 
-def test_the_thread_total_is_bounded(rollout, reader_url):
-    first = context_of(run(hook_input(transcript=rollout), reader_url))
+def test_the_thread_total_is_bounded(rollout, reader):
+    first = context_of(run(hook_input(transcript=rollout), reader))
     persist(rollout, first)
     used = len(first.encode()) // codex_hook.BYTES_PER_TOKEN
     with fake_reader(body=b'{"status": "ok", "evidence": []}') as fake:
@@ -219,12 +228,13 @@ def test_the_scan_stops_at_its_deadline(rollout, monkeypatch):
     assert calls(fake) == []
 
 
-def test_the_cli_command_answers_and_fails_open(monkeypatch, capsys, rollout, reader_url):
-    monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
+def test_the_cli_command_answers_and_fails_open(monkeypatch, capsys, rollout, reader,
+                                                tmp_path):
+    monkeypatch.setenv("LOOKBACK_HOME", reader.home)
     monkeypatch.setattr(sys, "stdin", Stdin(hook_input(transcript=rollout)))
     assert main(["hook", "codex"]) == 0
     assert HEADER in context_of(capsys.readouterr().out)
-    monkeypatch.setenv("LOOKBACK_SERVER__PORT", "9")
+    monkeypatch.setenv("LOOKBACK_HOME", str(tmp_path / "no-reader"))  # nothing on its socket
     monkeypatch.setattr(sys, "stdin", Stdin(hook_input(transcript=rollout)))
     assert main(["hook", "codex"]) == 0
     assert capsys.readouterr().out == ""
@@ -234,7 +244,7 @@ def test_the_cli_command_answers_and_fails_open(monkeypatch, capsys, rollout, re
 
 
 def test_install_writes_a_trusted_hook_that_runs(monkeypatch, capsys, tmp_path, rollout,
-                                                 reader_url):
+                                                 reader):
     codex_home = tmp_path / "codex-home"
     codex_home.mkdir()
     other = {"hooks": [{"type": "command", "command": "echo other"}]}
@@ -242,7 +252,7 @@ def test_install_writes_a_trusted_hook_that_runs(monkeypatch, capsys, tmp_path, 
     (codex_home / "config.toml").write_text('model = "fake-model"\n\n[model_providers.fake]\n'
                                             'name = "Fake"\n')
     monkeypatch.setenv("CODEX_HOME", str(codex_home))
-    monkeypatch.setenv("LOOKBACK_SERVER__PORT", reader_url.rsplit(":", 1)[1])
+    monkeypatch.setenv("LOOKBACK_HOME", reader.home)
     assert main(["install", "codex"]) == 0
     assert main(["install", "codex"]) == 0  # idempotent
     groups = json.loads((codex_home / "hooks.json").read_text())["hooks"]["UserPromptSubmit"]
@@ -339,8 +349,8 @@ def test_install_print_shows_every_change_and_makes_none(capsys, monkeypatch, ho
     assert not (tmp_path / "codex").exists()
 
 
-def test_a_fork_counts_its_parents_contexts_up_to_the_fork_point(rollout, reader_url):
-    first = context_of(run(hook_input(transcript=rollout), reader_url))
+def test_a_fork_counts_its_parents_contexts_up_to_the_fork_point(rollout, reader):
+    first = context_of(run(hook_input(transcript=rollout), reader))
     persist(rollout, first)
     fork_point = rollout.stat().st_size
     persist(rollout, first.replace("Source entry: ", "Source entry: later-"))  # after the fork
@@ -387,7 +397,8 @@ def test_the_hook_looks_for_a_forks_parent_where_ingest_does(path):
 # -- no reader: the hook starts one --------------------------------------------------------------
 
 
-def test_reader_down_starts_a_reader_in_the_background_as_the_claude_hook_does(monkeypatch):
+def test_reader_down_starts_a_reader_in_the_background_as_the_claude_hook_does(monkeypatch,
+                                                                               home):
     started: list[list[str]] = []
 
     class Recorder:
@@ -397,15 +408,16 @@ def test_reader_down_starts_a_reader_in_the_background_as_the_claude_hook_does(m
 
     monkeypatch.setattr(subprocess, "Popen", Recorder)
     monkeypatch.delenv("LOOKBACK_AUTOSTART")
+    assert run(hook_input(), Reader(str(home))) is None  # nothing on its socket
+    assert started == [[sys.executable, "-m", "lookback", "--home", str(home), "serve",
+                        "--ensure", "--started-by", "codex"]]
     with fake_reader() as fake:
         pass  # closed: nothing listens
-    assert run(hook_input(), fake.url) is None
-    assert started == [[sys.executable, "-m", "lookback", "serve", "--ensure", "--started-by",
-                        "codex", "--port", fake.url.rsplit(":", 1)[1]]]
+    assert run(hook_input(), fake.url) is None  # a TCP reader is a team's: never started here
     with fake_reader(500, b"{}") as failing:  # a reader that answers badly is not replaced
         assert run(hook_input(), failing.url) is None
     monkeypatch.setenv("LOOKBACK_AUTOSTART", "0")
-    assert run(hook_input(), fake.url) is None
+    assert run(hook_input(), Reader(str(home))) is None
     assert len(started) == 1
 
 
@@ -413,17 +425,18 @@ def test_a_new_user_gets_evidence_from_the_second_prompt_on(monkeypatch, capsys,
                                                             rollout):
     """`lookback install codex` and nothing else: the first prompt finds no reader, is left
     unchanged and starts one (the real `lookback serve --ensure`); the next gets evidence."""
-    from tests.e2e.harness import free_port, wait_for_health
+    from lookback import local_reader
+    from tests.e2e.harness import wait_for_health
 
-    data, port = tmp_path / "lookback-data", free_port()
+    data = tmp_path / "lookback-data"
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
-    monkeypatch.setenv("LOOKBACK_SERVER__PORT", str(port))
+    monkeypatch.setenv("LOOKBACK_HOME", str(data))
     assert main(["install", "codex"]) == 0
     handler = json.loads((tmp_path / "codex-home" / "hooks.json").read_text())["hooks"][
         "UserPromptSubmit"][0]["hooks"][0]
     # what Codex passes on to the hook: the user's environment, autostart on (the default)
     environment = {**{k: v for k, v in os.environ.items() if not k.startswith("LOOKBACK_")},
-                   "LOOKBACK_HOME": str(data), "LOOKBACK_SERVER__PORT": str(port)}
+                   "LOOKBACK_HOME": str(data)}
 
     def prompt() -> subprocess.CompletedProcess:
         return subprocess.run(handler["command"], shell=True, input=hook_input(
@@ -432,7 +445,7 @@ def test_a_new_user_gets_evidence_from_the_second_prompt_on(monkeypatch, capsys,
     try:
         first = prompt()
         assert (first.returncode, first.stdout) == (0, b"")
-        wait_for_health(f"http://127.0.0.1:{port}", timeout=60)
+        wait_for_health(local_reader.address(data), timeout=60)
         assert HEADER in context_of(prompt().stdout.decode())
         started = json.loads((data / "serve.pid").read_text())
         assert started["started_by"] == "codex"

@@ -151,7 +151,7 @@ def test_the_pi_package_is_found_by_its_content_wherever_it_lies(user, capsys, t
 
 def test_a_running_reader_is_found_with_its_version_and_mode(user, capsys):
     settings = load_settings()
-    server = make_server(settings, "127.0.0.1", settings.server.port)
+    server = make_server(settings)  # on the data home's Unix socket
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -164,6 +164,7 @@ def test_a_running_reader_is_found_with_its_version_and_mode(user, capsys):
     reader = found["reader"][0]
     assert reader["status"] == "ok" and reader["details"]["mode"] == "embedded"
     assert reader["details"]["version"] not in ("", None)
+    assert reader["details"]["url"] == f"unix:{server.server_address}"
 
 
 def test_a_damaged_index_is_found_and_its_repair_command_works(user, capsys):
@@ -242,11 +243,19 @@ def test_a_hook_whose_python_is_gone_or_asks_another_port_is_a_problem(user, cap
     assert finding["fix"] == "lookback install claude-code --user"
 
     parts = shlex.split(good)
-    parts[parts.index("--url") + 1] = "http://127.0.0.1:1"
+    parts += ["--url", "http://127.0.0.1:1"]  # what an older install wrote
     hook["command"] = shlex.join(parts)
     settings_file.write_text(json.dumps(installed))
     _, found = doctor(capsys)
-    assert "asks http://127.0.0.1:1, but the reader is configured at" in \
+    assert "asks http://127.0.0.1:1, but the reader is configured at your Unix socket" in \
+        found["claude-code hook"][0]["summary"]
+
+    parts = shlex.split(good)
+    parts[parts.index("--home") + 1] = str(user / "another-home")
+    hook["command"] = shlex.join(parts)
+    settings_file.write_text(json.dumps(installed))
+    _, found = doctor(capsys)
+    assert f"asks the reader of data home {user / 'another-home'}, not of" in \
         found["claude-code hook"][0]["summary"]
 
     assert lookback("install", "claude-code", "--user") == 0  # the fix

@@ -190,11 +190,11 @@ def test_the_hooks_pass_the_gate(settings, session, verdicts, hook):
     reason = the_reason(settings)
     server, thread = start_server(settings)
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
         stdin = json.dumps({"hook_event_name": "UserPromptSubmit",
                             "prompt": f"what did the {TERM} step do?",
                             "transcript_path": str(session)}).encode()
-        output = hook.run_hook(stdin, url=url, provider=PROVIDER, timeout_ms=30_000)
+        output = hook.run_hook(stdin, url="", home=str(settings.home), provider=PROVIDER,
+                               timeout_ms=30_000)
     finally:
         stop_server(server, thread)
     assert output is not None and "clean" in output  # the clean source got through

@@ -13,6 +13,7 @@ import os
 import sys
 
 from lookback import claude_hook, codex_hook
+from lookback.background import tcp_url
 from lookback.commands.common import add_command, load
 from lookback.settings import Settings
 
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if os.environ.get("LOOKBACK_DISABLED"):
         return 0
-    url = f"http://{settings.server.host}:{settings.server.port}"
+    url, home = tcp_url(settings), str(settings.home)
     if getattr(args, "agent", "claude-code") == "codex":
         section = settings.codex
         output = codex_hook.run_hook(sys.stdin.buffer.read(claude_hook.MAX_INPUT_BYTES),
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                                      timeout_ms=section.hook_timeout_ms,
                                      token=os.environ.get("LOOKBACK_TOKEN"),
                                      max_tokens=codex_budget(settings),
-                                     thread_tokens=section.max_thread_tokens)
+                                     thread_tokens=section.max_thread_tokens, home=home)
         if output:
             sys.stdout.write(output)
         return 0
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                                   provider=settings.claude_code.provider,
                                   timeout_ms=settings.claude_code.hook_timeout_ms,
                                   token=os.environ.get("LOOKBACK_TOKEN"),
-                                  max_tokens=hook_budget(settings))
+                                  max_tokens=hook_budget(settings), home=home)
     if output:
         sys.stdout.write(output)
     return 0

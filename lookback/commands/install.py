@@ -15,8 +15,9 @@ own module) removes what this writes, and ``--print`` shows each change without 
   exec`` skips it silently.
 
 A hook runs ``lookback/claude_hook.py`` (``codex_hook.py``) with this Python under ``-S -I``
-(no ``site``, no environment: the cheapest start) and the reader's address, provider, timeout
-and evidence budget from the settings baked in as flags. Other hooks and keys in the files are
+(no ``site``, no environment: the cheapest start) and the data home (whose reader it asks, on
+the user's Unix socket; or ``--url`` of a TCP reader), provider, timeout and evidence budget
+from the settings baked in as flags. Other hooks and keys in the files are
 kept, in the file's own JSON layout; a previous Lookback hook is replaced in place, so
 re-running is harmless.
 """
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lookback import claude_hook, codex_config, codex_hook, pi_package
+from lookback.background import tcp_url
 from lookback.commands.common import add_command, load
 from lookback.commands.hook import codex_budget, hook_budget
 from lookback.errors import UserError
@@ -98,10 +100,10 @@ def codex_hook_command(settings: Settings, python: str = sys.executable) -> str:
 
 def _command(python: str, script: str, settings: Settings, provider: str, timeout_ms: float,
              budget: int, *extra: str) -> str:
-    parts = [python, "-S", "-I", str(Path(script).resolve()),
-             "--url", f"http://{settings.server.host}:{settings.server.port}",
-             "--provider", provider, "--timeout-ms", f"{timeout_ms:g}",
-             "--max-tokens", str(budget), *extra]
+    url = tcp_url(settings)  # none: the reader on the user's Unix socket for --home
+    parts = [python, "-S", "-I", str(Path(script).resolve()), "--home", str(settings.home),
+             *(["--url", url] if url else []), "--provider", provider,
+             "--timeout-ms", f"{timeout_ms:g}", "--max-tokens", str(budget), *extra]
     return " ".join(shlex.quote(part) for part in parts)
 
 

@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "mcp", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--http", action="store_true",
                         help="serve streamable HTTP instead of stdio")
-    parser.add_argument("--host", help="with --http: address (default: server.host)")
+    parser.add_argument("--host", help="with --http: address (default: server.host, else "
+                        "127.0.0.1); TCP needs server.tokens")
     parser.add_argument("--port", type=int,
                         help="with --http: port (default: server.port + 1, 8766)")
     parser.add_argument("--provider", help="the model provider this client's results are "
@@ -49,7 +50,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.http:
         mcp.run_stdio(settings, provider=args.provider, project=args.project or os.getcwd())
         return 0
-    host = args.host or settings.server.host
+    from lookback.server.transport import DEFAULT_TCP_HOST
+
+    host = args.host or settings.server.host or DEFAULT_TCP_HOST
     port = args.port if args.port is not None else settings.server.port + DEFAULT_HTTP_PORT_OFFSET
 
     def listening(bound_host: str, bound_port: int) -> None:

@@ -8,17 +8,21 @@ import logging
 import sys
 
 from lookback.commands.common import add_command, load
+from lookback.errors import UserError
 from lookback.settings import Settings
 
 SUMMARY = "serve retrieval over HTTP for agents (the Pi extension)"
 DESCRIPTION = """HTTP JSON API: POST /v1/retrieve, /v1/search, /v1/source, /v1/plan, /v1/nudge;
-GET /v1/health, /v1/manifest. Loopback only unless server.tokens are configured."""
+GET /v1/health, /v1/manifest. Listens on your private Unix socket (`lookback serve --address`
+says where); TCP (--host/--port) needs server.tokens."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "serve", run, SUMMARY, DESCRIPTION)
-    parser.add_argument("--host", help="address to bind (default: server.host, 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default: server.port, 8765)")
+    parser.add_argument("--host", help="serve TCP on this address instead of the Unix socket "
+                        "(needs server.tokens; default: server.host, none)")
+    parser.add_argument("--port", type=int, help="serve TCP on this port (needs server.tokens; "
+                        "default: server.port, 8765, with --host or server.host)")
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
     parser.add_argument("--mcp", action="store_true",
                         help="also serve the MCP tools at /mcp (streamable HTTP, the same "
@@ -33,13 +37,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                  "starting: what the Pi extension and the hooks run")
     background.add_argument("--stop", action="store_true",
                             help="stop the reader --ensure started")
+    background.add_argument("--address", action="store_true",
+                            help="print, as JSON, where this data home's reader listens "
+                                 "(address, socket) and the identity its /v1/health names")
     parser.add_argument("--started-by", default="user",
                         help="with --ensure: who asks (recorded for lookback doctor)")
 
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
-    if args.ensure or args.stop:
+    if args.ensure or args.stop or args.address:
+        if args.host or args.port is not None:
+            raise UserError("--ensure, --stop and --address are about the reader on your "
+                            "Unix socket: leave out --host and --port")
         return _background(settings, args)
     from lookback.server import make_server, serve_forever
 
@@ -54,10 +64,12 @@ def run(args: argparse.Namespace) -> int:
         from lookback.mcp_server import mount_in
 
         mount_in(server, args.mcp_provider)
-    host, port = server.server_address[:2]
+    where: dict[str, object] = {"address": server.address}
+    if not server.unix:
+        where.update(host=server.server_address[0], port=server.server_address[1])
     logging.getLogger("lookback.server").warning(json.dumps(
-        {"event": "listening", "host": host, "port": port,
-         "tokens": server.app.grants.required, "mcp": "/mcp" in server.mounts}))
+        {"event": "listening", **where, "tokens": server.app.grants.required,
+         "mcp": "/mcp" in server.mounts}))
     serve_forever(server)
     return 0
 
@@ -65,10 +77,15 @@ def run(args: argparse.Namespace) -> int:
 def _background(settings: Settings, args: argparse.Namespace) -> int:
     from lookback import background
 
-    if args.ensure:
-        state = background.ensure(settings, args.started_by, args.port)
-        print(json.dumps({"reader": state, "log": str(background.log_path(settings))}))
+    if args.address:
+        print(json.dumps(background.where(settings)))
         return 0
+    if args.ensure:
+        state = background.ensure(settings, args.started_by)
+        print(json.dumps({"reader": state.state, **background.where(settings),
+                          "log": str(background.log_path(settings)),
+                          **({"reason": state.reason} if state.reason else {})}))
+        return 0 if state.state != "foreign" else 1
     stopped = background.stop(settings)
     if stopped is None:
         print("no background reader runs", file=sys.stderr)

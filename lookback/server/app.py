@@ -37,7 +37,7 @@ from urllib.parse import parse_qs, urlsplit
 import msgspec
 import orjson
 
-from lookback import freshness
+from lookback import freshness, local_reader
 from lookback.errors import LookbackError
 from lookback.index.layout import find_project
 from lookback.query.context.manifest import ManifestStore, retrieval_record
@@ -99,6 +99,9 @@ class ReaderApp:
         self.grants = Grants(settings.server.tokens, settings.namespace)
         #: the settings the engine answers a grant with, per privacy ceiling
         self._granted: dict[Classification, Settings] = {}
+        #: What ``/v1/health`` names this reader by: its data home's fingerprint, which
+        #: clients compare with the one they expect (``lookback.local_reader``).
+        self.identity = local_reader.fingerprint(settings.home)
         self.cache = AnswerCache(settings.server.cache_entries)
         keep = settings.manifest.keep_per_session
         self.manifests = ManifestWriter(manifests or ManifestStore(settings.home, keep=keep))
@@ -363,7 +366,13 @@ class ReaderApp:
                               give_up_after=NUDGE_GIVE_UP_SECONDS, stop=stop)
 
     def health(self, query: dict, grant: Grant | None) -> Reply:
+        """Version, mode, identity and, unless ``?projects=0`` (what a client checking the
+        reader's identity before each prompt asks), every granted project's index state."""
+        if (query.get("projects") or [""])[0] == "0":
+            return 200, {"status": "ok", "identity": self.identity,
+                         "mode": "service" if self.settings.service_mode else "embedded"}, {}
         report = self.call(self.engine.health, self.settings)
+        report = {**report, "identity": self.identity}
         projects = _projects(grant)
         if projects is not None and isinstance(report.get("projects"), list):
             report = {**report, "projects": [p for p in report["projects"] if isinstance(p, dict)

@@ -1,10 +1,12 @@
-"""Who may ask what: bearer tokens granting projects, and the loopback-only binding rule.
+"""Who may ask what: bearer tokens granting projects, and the rule that TCP needs them.
 
-Without ``server.tokens`` the service only listens on loopback. With tokens, every
-request needs ``Authorization: Bearer <token>``; a token grants a list of projects
-(folder names or cwds) or ``"*"``, and the highest privacy classification its answers
-may hold (``privacy``; default: what an unnamed remote provider sees). A request's
-``provider`` is the client's claim: it narrows what the grant allows, never widens it.
+Without ``server.tokens`` the reader listens only on its user's Unix socket
+(``lookback.local_reader``), where the peer's uid is checked: any TCP port, loopback
+included, is open to every account on the machine. With tokens, every request needs
+``Authorization: Bearer <token>``; a token grants a list of projects (folder names or
+cwds) or ``"*"``, and the highest privacy classification its answers may hold
+(``privacy``; default: what an unnamed remote provider sees). A request's ``provider`` is
+the client's claim: it narrows what the grant allows, never widens it.
 """
 
 from __future__ import annotations
@@ -104,9 +106,12 @@ def is_loopback(host: str) -> bool:
 
 
 def check_binding(host: str, grants: Grants) -> None:
-    """Refuse to listen beyond this machine unless tokens protect the service."""
-    if not is_loopback(host) and not grants.required:
+    """Refuse TCP unless tokens protect the service: every local account can reach a TCP
+    port, loopback included."""
+    if not grants.required:
         raise UserError(
-            f"refusing to listen on {host}: without tokens the reader only binds to loopback "
-            "(127.0.0.1, ::1). Configure [server.tokens] in the settings file "
-            "(token = [\"project\", ...] or \"*\") to serve other hosts.")
+            f"refusing to listen on {host} over TCP without tokens: any account on this "
+            "machine (and beyond it, off loopback) could read your history there. Configure "
+            "[server.tokens] in the settings file (token = [\"project\", ...] or \"*\") to "
+            "serve TCP; without tokens, `lookback serve` listens on your private Unix socket "
+            "(leave out --host/--port and server.host) and `lookback mcp` serves on stdio.")

@@ -1,5 +1,9 @@
 """HTTP/1.1 on the wire: h11 parses, a thread per connection runs it.
 
+The reader listens on this user's Unix socket (``lookback.local_reader``: a 0700
+directory, a socket named after the data home) and answers only connections whose peer
+runs as the same uid; or, on a team host with ``server.tokens``, on TCP.
+
 h11 owns the request grammar (request line and header syntax, Content-Length and
 chunked bodies, ``Expect: 100-continue``, pipelined requests); this module reads the
 socket, bounds what a client may send (head size, header count, body size), hands the
@@ -18,10 +22,12 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import os
 import resource
 import signal
 import socket
 import socketserver
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +37,7 @@ from urllib.parse import urlsplit
 
 import h11
 
+from lookback import local_reader
 from lookback.errors import UserError
 from lookback.server.app import ReaderApp, encode
 from lookback.server.auth import Grants, check_binding
@@ -124,15 +131,24 @@ def connection_limit(configured: int) -> int:
 
 
 class ReaderHTTPServer(socketserver.ThreadingTCPServer):
+    """The reader's listener: a ``(host, port)`` address is TCP, a ``str`` the path of a
+    Unix socket (its directory checked and made private, a stale socket replaced, every
+    peer of another uid refused)."""
+
     daemon_threads = True
     allow_reuse_address = True
     #: Listen backlog: a burst of connections (agents, a test run) waits in the kernel's
     #: queue instead of being dropped and retried a second later (the default is 5).
     request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], app: ReaderApp) -> None:
-        if ":" in address[0]:
+    def __init__(self, address: tuple[str, int] | str, app: ReaderApp) -> None:
+        if isinstance(address, str):
+            self.address_family = socket.AF_UNIX
+        elif ":" in address[0]:
             self.address_family = socket.AF_INET6
+        #: Connections refused because their peer runs as another uid (Unix socket).
+        self.refused_peers = 0
+        self._socket_inode: int | None = None
         self.app = app
         self.max_request_bytes = app.settings.server.max_request_bytes
         self.idle_timeout = app.settings.server.idle_timeout_seconds
@@ -142,7 +158,37 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
         #: fields), and is reached only past the guard, as every endpoint.
         self.mounts: dict[str, Mount] = {}
         self.connections = Connections(connection_limit(app.settings.server.max_connections))
-        super().__init__(address, _Handler)
+        super().__init__(address, _Handler)  # type: ignore[arg-type]  # AF_UNIX: a path
+
+    @property
+    def unix(self) -> bool:
+        return self.address_family == socket.AF_UNIX
+
+    def server_bind(self) -> None:
+        if not self.unix:
+            super().server_bind()
+            return
+        path = str(self.server_address)
+        local_reader.check_dir(os.path.dirname(path), create=True)
+        _clear_stale_socket(path)
+        self.socket.bind(path)
+        os.chmod(path, 0o600)  # the directory already keeps others out; this too
+        self._socket_inode = os.lstat(path).st_ino
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """A Unix socket's peer must run as this reader's uid: anyone else learns nothing,
+        not even an HTTP status."""
+        if not self.unix:
+            return True
+        try:
+            peer = local_reader.peer_uid(request)
+        except OSError:
+            peer = None
+        if peer == os.getuid():
+            return True
+        self.refused_peers += 1
+        log.warning(json.dumps({"event": "refused-peer", "uid": peer}))
+        return False
 
     def get_request(self) -> tuple[socket.socket, Any]:
         try:
@@ -169,6 +215,22 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
     def server_close(self) -> None:
         self.connections.close_idle()  # their threads end now, not at the idle timeout
         super().server_close()
+        if self._socket_inode is not None:
+            path = str(self.server_address)
+            try:  # only our own socket: a newer reader may have replaced it
+                if os.lstat(path).st_ino == self._socket_inode:
+                    os.unlink(path)
+            except OSError:
+                pass
+            self._socket_inode = None
+
+    @property
+    def address(self) -> str:
+        """Where clients reach it: ``unix:/path`` or ``http://host:port``."""
+        if self.unix:
+            return local_reader.UNIX_PREFIX + str(self.server_address)
+        host, port = str(self.server_address[0]), self.server_address[1]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def mount(self, path: str, handler: Mount) -> None:
         self.mounts[path] = handler
@@ -207,7 +269,8 @@ class _Handler(socketserver.BaseRequestHandler):
     server: ReaderHTTPServer
 
     def setup(self) -> None:
-        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if not self.server.unix:
+            self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = self.server.app.timeout
         self.connection = _connection()
         #: When the request being read must be answered by (monotonic seconds): set at
@@ -384,19 +447,61 @@ def _reason(status: int) -> str:
 
 
 def make_server(settings: Settings, host: str | None = None, port: int | None = None,
-                *, app: ReaderApp | None = None) -> ReaderHTTPServer:
-    """A ready (not yet serving) HTTP server; refuses unsafe bindings."""
+                *, app: ReaderApp | None = None,
+                socket_path: str | None = None) -> ReaderHTTPServer:
+    """A ready (not yet serving) HTTP server; refuses unsafe bindings.
+
+    Without a host or port (neither given nor ``server.host`` set) it listens on this
+    user's Unix socket for ``settings.home`` (``socket_path``: another one, in a private
+    directory too); TCP needs ``server.tokens``."""
     host = host or settings.server.host
-    port = settings.server.port if port is None else int(port)
-    check_binding(host, app.grants if app else Grants(settings.server.tokens,
-                                                      settings.namespace))
+    address: tuple[str, int] | str
+    if host or port is not None:
+        host = host or DEFAULT_TCP_HOST
+        port = settings.server.port if port is None else int(port)
+        check_binding(host, app.grants if app else Grants(settings.server.tokens,
+                                                          settings.namespace))
+        address, where = (host, port), f"{host}:{port}"
+    else:
+        address = where = socket_path or local_reader.socket_path(settings.home)
     app = app or ReaderApp(settings)
     try:
-        return ReaderHTTPServer((host, port), app)
+        return ReaderHTTPServer(address, app)
+    except local_reader.NotOurReader as error:
+        app.close()
+        raise UserError(f"cannot listen on {where}: {error}", 1) from None
     except OSError as error:
         app.close()
-        raise UserError(f"cannot listen on {host}:{port}: {error.strerror or error}", 1) \
-            from None
+        raise UserError(f"cannot listen on {where}: {error.strerror or error}", 1) from None
+    except BaseException:
+        app.close()
+        raise
+
+
+#: The TCP address ``--port`` alone binds to.
+DEFAULT_TCP_HOST = "127.0.0.1"
+
+
+def _clear_stale_socket(path: str) -> None:
+    """Remove the socket a reader that died left at ``path``; refuse when a reader still
+    answers there or the path is something else."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise UserError(f"{path} exists and is not a socket: remove it", 1)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(path)
+    except OSError:
+        os.unlink(path)  # nothing listens: a dead reader's
+        return
+    finally:
+        probe.close()
+    raise UserError(f"a reader already listens at {path} (`lookback serve --stop` stops "
+                    "one started in the background)", 1)
 
 
 def _stop_serving(signum: int, frame: Any) -> None:

@@ -354,9 +354,8 @@ def wait_for_health(
     limit = time.monotonic() + timeout
     while True:
         try:
-            with urllib.request.urlopen(f"{url}/v1/health", timeout=1) as response:
-                if response.status == 200:
-                    return
+            if health_status(url) == 200:
+                return
         except OSError:
             pass
         if process is not None and process.poll() is not None:
@@ -364,6 +363,21 @@ def wait_for_health(
         if time.monotonic() > limit:
             raise TimeoutError(f"no reader answered at {url}/v1/health within {timeout:.0f}s")
         time.sleep(0.1)
+
+
+def health_status(url: str) -> int:
+    """The status `GET {url}/v1/health` answers: `url` is `http://…` or `unix:/socket`."""
+    if url.startswith("unix:"):
+        from tests.server.client import UnixHTTPConnection
+
+        connection = UnixHTTPConnection(url.removeprefix("unix:"), timeout=1)
+        try:
+            connection.request("GET", "/v1/health")
+            return connection.getresponse().status
+        finally:
+            connection.close()
+    with urllib.request.urlopen(f"{url}/v1/health", timeout=1) as response:
+        return int(response.status)
 
 
 @contextmanager

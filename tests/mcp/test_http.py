@@ -24,7 +24,6 @@ from .conftest import (
     TOKEN_B,
     call_each,
     environment,
-    http_server,
     write_config,
 )
 
@@ -87,14 +86,15 @@ def test_a_web_page_is_refused_by_the_origin_guard(mcp_http):
     assert answer.status_code == 200 and answer.json()["result"]["serverInfo"]["name"] == "lookback"
 
 
-def test_without_tokens_a_foreign_host_is_refused(projects):
+def test_without_tokens_it_does_not_listen(projects):
+    """A TCP port, loopback included, is open to every account on the machine (issue 27):
+    without tokens the MCP server runs on stdio only."""
     write_config(projects.home, "")
-    with http_server(environment(projects.home)) as url:
-        answer = httpx2.post(url, json=INITIALIZE, headers={**ACCEPT, "host": "evil.example"})
-        assert answer.status_code == 403 and answer.json()["error"]["code"] == "forbidden-host"
-        (failed, text), = calls(url, None, ("history_search", {
-            "query": "AppMessage[]", "project": str(projects.cwd_b), "scope": "project"}))
-        assert not failed and "0193f7a2-0000-7b3a-9d4e-2f6a8c0b1d3e" in text
+    done = subprocess.run([*LOOKBACK, "mcp", "--http", "--port", "0"],
+                          env=environment(projects.home), capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 2
+    assert "without tokens" in done.stderr and "[server.tokens]" in done.stderr
 
 
 def test_held_and_silent_connections_cannot_starve_a_tool_call(projects, tmp_path):

@@ -1,5 +1,6 @@
 """Fixtures for the reader-service tests: an indexed copy of the compacted e2e session,
-settings pointing at it, a ``ReaderApp`` and a live ``lookback serve`` on a free port."""
+settings pointing at it, a ``ReaderApp`` and a live ``lookback serve`` on the home's Unix
+socket (under the run's own runtime folder, ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from lookback import local_reader
 from lookback.server import ReaderApp, make_server
 from lookback.settings import Settings, load_settings
 from tests.support import index_paths, new_folder
@@ -74,8 +76,9 @@ def app(home: Path, session_file: Path) -> Iterator[ReaderApp]:
     reader_app.close()
 
 
-def start_server(settings: Settings) -> tuple[Any, threading.Thread]:
-    server = make_server(settings, "127.0.0.1", 0)
+def start_server(settings: Settings, socket_path: str | None = None
+                 ) -> tuple[Any, threading.Thread]:
+    server = make_server(settings, socket_path=socket_path)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     return server, thread
@@ -90,13 +93,18 @@ def stop_server(server: Any, thread: threading.Thread) -> None:
 
 @pytest.fixture
 def serve(home: Path, session_file: Path):
-    """``serve(**settings)`` starts a live server on a free port and returns a ``Client``."""
+    """``serve(**settings)`` starts a live server on the home's socket and returns a
+    ``Client``."""
     started: list[tuple[Any, threading.Thread]] = []
 
     def start(**values: Any) -> Client:
-        server, thread = start_server(settings_for(home, **values))
+        settings = settings_for(home, **values)
+        # The first on the home's own socket, any other beside it (one home, one socket).
+        path = local_reader.socket_path(home)
+        server, thread = start_server(settings, path.replace(".sock", f"-{len(started)}.sock")
+                                      if started else None)
         started.append((server, thread))
-        return Client(server.server_address[1], server.app)
+        return Client(server.server_address, server.app)
 
     yield start
     for server, thread in started:

@@ -32,23 +32,24 @@ def wait_until(condition: Callable[[], Any], what: str, seconds: float = 60.0) -
 
 
 class ServeProcess:
-    """``lookback serve --port 0`` in its own process; the port from its first log line."""
+    """``lookback serve`` in its own process, on the home's Unix socket (the address from
+    its first log line)."""
 
     def __init__(self, home: Path, environ: dict[str, str],
                  max_open_files: int | None = None) -> None:
         self.log = home.parent / "serve.log"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lookback.cli", "--home", str(home), "serve", "--port", "0",
-             "--quiet"], env={**os.environ, **environ}, stdout=subprocess.DEVNULL,
+            [sys.executable, "-m", "lookback.cli", "--home", str(home), "serve", "--quiet"],
+            env={**os.environ, **environ}, stdout=subprocess.DEVNULL,
             stderr=self.log.open("w"), preexec_fn=lambda: _child_setup(max_open_files))
-        self.port = wait_until(self._port, "the reader listening")
-        self.client = Client(self.port)
+        self.address: str = wait_until(self._socket, "the reader listening")
+        self.client = Client(self.address)
 
-    def _port(self) -> int | None:
+    def _socket(self) -> str | None:
         assert self.process.poll() is None, self.log.read_text()
         for line in self.log.read_text().splitlines():
             if '"listening"' in line:
-                return json.loads(line)["port"]
+                return str(json.loads(line)["address"]).removeprefix("unix:")
         return None
 
     def stop(self) -> None:

@@ -43,8 +43,8 @@ def test_a_request_is_answered_under_a_flood_of_idle_connections(flooded_reader,
     served, idle = flooded_reader
     assert served.client.get("/v1/health").status == 200  # warmed up, one connection kept
     for _ in range(IDLE):
-        idle.append(socket.create_connection(("127.0.0.1", served.port), timeout=60))
-    answer = Client(served.port).post("/v1/retrieve", retrieve_body(session_file))
+        idle.append(served.client.connect(timeout=60))
+    answer = Client(served.address).post("/v1/retrieve", retrieve_body(session_file))
     assert answer.status == 200
     assert {e["entry_id"] for e in answer.body["evidence"]} == {"a1000001", "a1000002"}
     # The flood is still there: none of its connections was closed by this side.

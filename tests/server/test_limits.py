@@ -14,16 +14,17 @@ import pytest
 
 from lookback.server import make_server
 
+from .client import connect
 from .conftest import retrieve_body, settings_for
 from .test_http import exchange, request
 
 
-def closed_while_trickling(port: int, first: bytes, trickle: bytes, every: float = 0.5,
+def closed_while_trickling(address: int | str, first: bytes, trickle: bytes, every: float = 0.5,
                            within: float = 20.0) -> float:
     """Send ``first``, then one byte of ``trickle`` every ``every`` seconds until the
     server closes the connection; returns how long that took (fails after ``within``)."""
     started = time.monotonic()
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+    with connect(address, timeout=5) as sock:
         sock.sendall(first)
         for byte in trickle:
             try:
@@ -43,7 +44,7 @@ def closed_while_trickling(port: int, first: bytes, trickle: bytes, every: float
 
 def test_a_slow_head_cannot_hold_a_connection(serve):
     client = serve(server__request_timeout_seconds=2)
-    took = closed_while_trickling(client.port, b"GET /v1/health HTTP/1.1\r\n",
+    took = closed_while_trickling(client.address, b"GET /v1/health HTTP/1.1\r\n",
                                   b"x-slow: " + b"a" * 1000)
     assert took < 15
 
@@ -52,7 +53,7 @@ def test_a_slow_body_cannot_hold_a_connection(serve, session_file):
     client = serve(server__request_timeout_seconds=2)
     body = json.dumps(retrieve_body(session_file)).encode()
     head = request("POST", "/v1/retrieve", body)[:-len(body)]
-    took = closed_while_trickling(client.port, head, body)
+    took = closed_while_trickling(client.address, head, body)
     assert took < 15
 
 
@@ -60,7 +61,7 @@ def test_the_deadline_counts_from_the_first_byte_not_per_read(serve):
     # Each byte arrives well within the old per-read timeout (2 s): only a deadline for
     # the whole request ends this.
     client = serve(server__request_timeout_seconds=2)
-    took = closed_while_trickling(client.port, b"G", b"ET /v1/health HTTP/1.1\r\n" * 50,
+    took = closed_while_trickling(client.address, b"G", b"ET /v1/health HTTP/1.1\r\n" * 50,
                                   every=1.0)
     assert took < 15
 
@@ -75,16 +76,16 @@ def somaxconn() -> int:
 def test_a_burst_of_connections_waits_in_the_backlog(home, session_file):
     # The server listens but is not accepting yet: connections queue in the kernel's
     # backlog. With the default of 5, the rest are dropped and never complete here.
-    server = make_server(settings_for(home), "127.0.0.1", 0)
+    server = make_server(settings_for(home))
     sockets = []
     burst = min(200, somaxconn() - 8)  # the kernel caps every backlog at somaxconn
     try:
-        port = server.server_address[1]
         for _ in range(burst):
-            sock = socket.socket()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.setblocking(False)
-            sock.connect_ex(("127.0.0.1", port))
             sockets.append(sock)
+            # A Unix socket's connect completes at once, or fails (EAGAIN) on a full backlog.
+            assert sock.connect_ex(server.server_address) == 0, f"dropped after {len(sockets)}"
         pending, limit = set(sockets), time.monotonic() + 10
         while pending and time.monotonic() < limit:
             _, writable, _ = select.select([], list(pending), [], 0.5)
@@ -107,7 +108,7 @@ def test_a_foreign_host_is_refused(serve, session_file, host):
     for data in (request("GET", "/v1/health", b"", f"host: {host}"),
                  request("POST", "/v1/retrieve", body, f"host: {host}")):
         data = data.replace(b"host: 127.0.0.1\r\n", b"", 1)
-        answers = exchange(client.port, data)
+        answers = exchange(client.address, data)
         assert [status for status, _ in answers] == [403]
         assert json.loads(answers[0][1])["error"]["code"] == "forbidden-host"
 
@@ -118,19 +119,19 @@ def test_loopback_hosts_are_answered(serve, host):
     client = serve()
     data = request("GET", "/v1/health", b"", f"host: {host}", "connection: close")
     data = data.replace(b"host: 127.0.0.1\r\n", b"", 1)
-    assert [status for status, _ in exchange(client.port, data)] == [200]
+    assert [status for status, _ in exchange(client.address, data)] == [200]
 
 
 def test_configured_hosts_and_token_readers_accept_other_names(serve):
     named = serve(server__allowed_hosts=["reader.internal"])
     data = request("GET", "/v1/health", b"", "host: reader.internal:8765",
                    "connection: close").replace(b"host: 127.0.0.1\r\n", b"", 1)
-    assert [status for status, _ in exchange(named.port, data)] == [200]
+    assert [status for status, _ in exchange(named.address, data)] == [200]
     guarded = serve(server__tokens={"admin-token-0003": "*"})
     data = request("GET", "/v1/health", b"", "host: lookback:8765", "connection: close",
                    "authorization: Bearer admin-token-0003")
     data = data.replace(b"host: 127.0.0.1\r\n", b"", 1)
-    assert [status for status, _ in exchange(guarded.port, data)] == [200]
+    assert [status for status, _ in exchange(guarded.address, data)] == [200]
 
 
 def test_a_browser_origin_is_refused(serve, session_file):
@@ -152,7 +153,7 @@ def test_post_bodies_must_be_json(serve, session_file, content_type):
     data = request("POST", "/v1/retrieve", body, "connection: close")
     data = data.replace(b"content-type: application/json\r\n", b"" if content_type is None
                         else f"content-type: {content_type}\r\n".encode())
-    answers = exchange(client.port, data)
+    answers = exchange(client.address, data)
     assert [status for status, _ in answers] == [415]
     assert json.loads(answers[0][1])["error"]["code"] == "unsupported-media-type"
     ok = client.post("/v1/retrieve", retrieve_body(session_file),

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 
+from .client import connect
 from .conftest import SESSION_ID, retrieve_body
 
 TERM = "zqxRhubarbTelescope_4471"
 
 
-def send_raw(port: int, data: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+def send_raw(address: int | str, data: bytes) -> bytes:
+    with connect(address, timeout=10) as sock:
         sock.sendall(data)
         chunks = []
         while chunk := sock.recv(65536):
@@ -39,7 +39,7 @@ def test_no_request_term_in_any_log_line(serve, session_file, caplog, capfd):
                                      "message": TERM}),
     ]
     assert answers[0].status == 200 and answers[0].body["status"] == "ok"
-    raw = send_raw(client.port, f"BOGUS /{TERM} HTTP/1.1\r\n\r\n".encode())
+    raw = send_raw(client.address, f"BOGUS /{TERM} HTTP/1.1\r\n\r\n".encode())
     assert raw.startswith(b"HTTP/1.")
     client.app.manifests.flush()
 

@@ -178,7 +178,7 @@ def test_the_python_api_passes_the_gate(settings, corpus, provider):
 def test_every_http_endpoint_passes_the_gate(settings, corpus, provider):
     server, thread = start_server(settings)
     try:
-        client = Client(server.server_address[1], server.app)
+        client = Client(server.server_address, server.app)
         for name, request in requests(corpus, provider).items():
             path = "/v1/source" if name.startswith("source:") else f"/v1/{name}"
             answer = client.post(path, request)
