@@ -11,7 +11,7 @@ helps), this times, one fresh process per run:
 
 - ``python -S -I -c pass``: the floor, an interpreter that does nothing;
 - ``installed hook``: the command ``lookback install claude-code`` writes
-  (``python -S -I lookback/claude_hook.py --url …``);
+  (``python -S -I lookback/claude_hook.py --home …``, the reader on the user's socket);
 - ``lookback hook claude-code``: the same through the CLI entry point;
 - ``installed hook, reader down``: the fail-open path (nothing listens).
 
@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -81,13 +80,18 @@ def report(name: str, samples: list[float]) -> dict[str, float]:
     return figures
 
 
-def wait_for(url: str, timeout: float = 30) -> None:
+def wait_for(home: str, timeout: float = 30) -> None:
+    """Until the reader of ``home`` answers on its socket, checked as the hooks check it."""
+    from lookback import hook_client
+
     limit = time.monotonic() + timeout
     while time.monotonic() < limit:
         try:
-            with urllib.request.urlopen(f"{url}/v1/health", timeout=1):
-                return
-        except OSError:
+            hook_client.get_json("", "/v1/health?projects=0", home=home,
+                                 deadline=time.monotonic() + 1)
+            return
+        except (OSError, hook_client.HookSkipped, hook_client.NoReader,
+                hook_client.NotOurReader):
             time.sleep(0.1)
     raise SystemExit("the reader did not start")
 
@@ -95,11 +99,13 @@ def wait_for(url: str, timeout: float = 30) -> None:
 @contextmanager
 def live_reader(sessions: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
     """A ``lookback serve`` subprocess over ``sessions`` indexed into a throwaway home, no
-    agent's own folders read: (the home, the reader's URL, the environment to run hooks in)."""
+    agent's own folders read: (the home, the reader's address — its Unix socket —, the
+    environment to run hooks in)."""
+    from lookback import local_reader
+
     with tempfile.TemporaryDirectory() as home:
-        port = free_port()
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("LOOKBACK_")},
-               "LOOKBACK_HOME": home, "LOOKBACK_SERVER__PORT": str(port),
+               "LOOKBACK_HOME": home,
                "CLAUDE_CONFIG_DIR": str(Path(home) / "no-claude"),
                "CODEX_HOME": str(Path(home) / "no-codex")}
         subprocess.run([LOOKBACK, "index", str(sessions)], env=env, check=True,
@@ -107,8 +113,8 @@ def live_reader(sessions: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
         server = subprocess.Popen([LOOKBACK, "serve"], env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         try:
-            url = f"http://127.0.0.1:{port}"
-            wait_for(url)
+            url = local_reader.address(home)
+            wait_for(home)
             yield home, url, env
         finally:
             server.terminate()
@@ -124,16 +130,17 @@ def runs_argument() -> int:
 
 def main() -> None:
     runs = runs_argument()
-    with live_reader(PROJECTS) as (_, url, env):
-        lean = [sys.executable, "-S", "-I", HOOK, "--url", url]
+    with live_reader(PROJECTS) as (home, _, env), tempfile.TemporaryDirectory() as nobody:
+        lean = [sys.executable, "-S", "-I", HOOK, "--home", home]
         time_runs(lean, 3, env, True)  # warm the reader and the OS caches
         report("python -S -I -c pass", time_runs(
             [sys.executable, "-S", "-I", "-c", "pass"], runs, env, False))
         report("installed hook", time_runs(lean, runs, env, True))
         report("lookback hook claude-code", time_runs(
             [LOOKBACK, "hook", "claude-code"], runs, env, True))
-        down = [*lean[:-1], f"http://127.0.0.1:{free_port()}"]
-        report("installed hook, reader down", time_runs(down, runs, env, False))
+        down = [*lean[:-1], nobody]  # a data home whose reader does not run
+        report("installed hook, reader down", time_runs(
+            down, runs, {**env, "LOOKBACK_AUTOSTART": "0"}, False))
 
 
 if __name__ == "__main__":

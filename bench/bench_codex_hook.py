@@ -11,7 +11,7 @@ so the reader's answer cache never helps), this times, one fresh process per run
 
 - ``python -S -I -c pass``: the floor, an interpreter that does nothing;
 - ``installed hook``: the command ``lookback install codex`` writes
-  (``python -S -I lookback/codex_hook.py --url …``), on the compacted main rollout;
+  (``python -S -I lookback/codex_hook.py --home …``), on the compacted main rollout;
 - ``installed hook, 3 earlier contexts``: the same rollout with three of Lookback's contexts
   persisted after its compaction (what a thread looks like a few turns on);
 - ``lookback hook codex``: the same through the CLI entry point;
@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -32,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_claude_hook import (  # noqa: E402
     LOOKBACK,
     ROOT,
-    free_port,
     live_reader,
     report,
     runs_argument,
@@ -55,7 +55,7 @@ def hook_input_for(rollout: Path):
     return make
 
 
-def with_earlier_contexts(rollout: Path, folder: Path, url: str, env: dict[str, str]) -> Path:
+def with_earlier_contexts(rollout: Path, folder: Path, home: str, env: dict[str, str]) -> Path:
     """A copy of ``rollout`` as another thread (in its own sessions folder) with three
     Lookback contexts persisted after its compaction, as Codex writes them."""
     thread = "01a232ea-c266-7500-8687-000000000bench"
@@ -67,7 +67,7 @@ def with_earlier_contexts(rollout: Path, folder: Path, url: str, env: dict[str, 
     meta["payload"]["id"] = meta["payload"]["session_id"] = thread
     copy.write_bytes(json.dumps(meta, separators=(",", ":")).encode() + b"\n" + rest)
     for number in range(3):
-        done = subprocess.run([sys.executable, "-S", "-I", HOOK, "--url", url, "--max-tokens",
+        done = subprocess.run([sys.executable, "-S", "-I", HOOK, "--home", home, "--max-tokens",
                                "400"], input=hook_input_for(copy)(10_000 + number),
                               capture_output=True, env=env, check=True)
         context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"] \
@@ -78,11 +78,11 @@ def with_earlier_contexts(rollout: Path, folder: Path, url: str, env: dict[str, 
 
 def main() -> None:
     runs = runs_argument()
-    with live_reader(SESSIONS) as (home, url, env):
-        lean = [sys.executable, "-S", "-I", HOOK, "--url", url]
+    with live_reader(SESSIONS) as (home, _, env):
+        lean = [sys.executable, "-S", "-I", HOOK, "--home", home]
         fresh = hook_input_for(MAIN)
         time_runs(lean, 3, env, True, fresh)  # warm the reader and the OS caches
-        later = with_earlier_contexts(MAIN, Path(home), url, env)
+        later = with_earlier_contexts(MAIN, Path(home), home, env)
         report("python -S -I -c pass", time_runs(
             [sys.executable, "-S", "-I", "-c", "pass"], runs, env, False, fresh))
         report("installed hook", time_runs(lean, runs, env, True, fresh))
@@ -91,8 +91,10 @@ def main() -> None:
             lean, runs, env, answers, hook_input_for(later)))
         report("lookback hook codex", time_runs(
             [LOOKBACK, "hook", "codex"], runs, env, True, fresh))
-        down = [*lean[:-1], f"http://127.0.0.1:{free_port()}"]
-        report("installed hook, reader down", time_runs(down, runs, env, False, fresh))
+        with tempfile.TemporaryDirectory() as nobody:  # a data home whose reader does not run
+            down = [*lean[:-1], nobody]
+            report("installed hook, reader down", time_runs(
+                down, runs, {**env, "LOOKBACK_AUTOSTART": "0"}, False, fresh))
 
 
 def _answers(command: list[str], rollout: Path, env: dict[str, str]) -> bool:

@@ -21,7 +21,6 @@ Appends are paced ``--interval-ms`` apart. Reports p50/p95/max in ms.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import socket
@@ -35,8 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lookback import local_reader  # noqa: E402
 from lookback.index.layout import project_dir  # noqa: E402
 from lookback.index.store import open_reader  # noqa: E402
+from tests.server.client import UnixHTTPConnection, connect  # noqa: E402
 
 FIXTURE = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "pi-sessions"
            / "before-compaction.jsonl")
@@ -86,20 +87,22 @@ class Reader:
     """A real `lookback serve` and a keep-alive client."""
 
     def __init__(self, environ: dict[str, str]) -> None:
-        self.port = free_port()
+        # On the user's Unix socket, as clients use it (in a runtime folder of its own).
+        env = {**os.environ, **environ, "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="lb-run-")}
+        self.socket = local_reader.socket_path(environ["LOOKBACK_HOME"], env)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lookback.cli", "serve", "--quiet", "--port", str(self.port)],
-            env={**os.environ, **environ}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [sys.executable, "-m", "lookback.cli", "serve", "--quiet"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         limit = time.monotonic() + 30
         while True:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                connect(self.socket, timeout=1).close()
                 break
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > limit:
                     raise SystemExit("lookback serve did not start") from None
                 time.sleep(0.05)
-        self.connection = http.client.HTTPConnection("127.0.0.1", self.port)
+        self.connection = UnixHTTPConnection(self.socket)
 
     def post(self, path: str, body: dict) -> dict:
         self.connection.request("POST", path, body=json.dumps(body),

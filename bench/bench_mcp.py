@@ -106,13 +106,25 @@ def main() -> None:
                                        env={**os.environ, **environ})
         summary("stdio", asyncio.run(through(params)))
 
-        server = make_server(settings, "127.0.0.1", 0)
+        # MCP over HTTP is TCP, which needs a token (docs/reader-service.md).
+        token = "bench-token-0000"
+        with_token = load_settings({"server": {"tokens": {token: "*"}}}, environ)
+        server = make_server(with_token, "127.0.0.1", 0)
         mounted = mount_in(server)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
             url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
-            summary("http", asyncio.run(through(url)))
+
+            async def over_http() -> list[float]:
+                async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) \
+                        as http:
+                    return await through(streamable_http_client(url, http_client=http))
+
+            summary("http", asyncio.run(over_http()))
         finally:
             server.shutdown()
             server.server_close()

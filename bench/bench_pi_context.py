@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lookback import local_reader  # noqa: E402
 from tests.e2e.harness import (  # noqa: E402
     EXTENSION,
     PI_CLIENTS,
@@ -36,8 +37,8 @@ from tests.e2e.harness import (  # noqa: E402
     REPO_ROOT,
     FakeModelServer,
     PiRunner,
-    free_port,
     install_client,
+    local_pi_env,
     reader_process,
     tool_call_reply,
     write_agent_dir,
@@ -89,17 +90,16 @@ def main() -> None:
         session = sessions / FIXTURE.name
         session.write_text("\n".join([json.dumps({**json.loads(lines[0]), "cwd": str(cwd)}),
                                       *lines[1:]]) + "\n", encoding="utf-8")
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
+        url = local_reader.address(home)  # the user's Unix socket, as Pi finds it
         env = {"LOOKBACK_HOME": str(home), "LOOKBACK_CONFIG": str(home / "config.toml"),
                "PI_CODING_AGENT_DIR": str(agent)}
         runner = PiRunner(client.binary, model, agent, extension=EXTENSION, timeout=300,
                           client_env=client.env)
-        pi_env = {"LOOKBACK_URL": url, "LOOKBACK_DEBUG": "1"}
+        pi_env = {**local_pi_env(home), "LOOKBACK_DEBUG": "1"}
         results: dict[str, list[float]] = {"evidence inserted": [], "none found": []}
         steps: dict[str, dict[str, list[float]]] = {"evidence inserted": {}, "none found": {}}
         statuses: dict[str, set] = {"evidence inserted": set(), "none found": set()}
-        serve = [str(REPO_ROOT / ".venv" / "bin" / "lookback"), "serve", "--port", str(port)]
+        serve = [str(REPO_ROOT / ".venv" / "bin" / "lookback"), "serve"]
         log = root / "reader.log"
         with reader_process(["sh", "-c", f'exec "$@" 2>>{log}', "serve", *serve], url, env):
             warm = runner.run(session, "warm up: open the session", pi_env)  # Pi rewrites v1

@@ -28,7 +28,6 @@ costs in CPU even on a loaded machine (the client's own CPU is not counted).
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import socket
@@ -42,6 +41,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpus import write_corpus  # noqa: E402
+from lookback import local_reader  # noqa: E402
+from tests.server.client import UnixHTTPConnection, connect  # noqa: E402
 
 MESSAGE = "Does `AgentSession` still return `AppMessage[]` after the refactor of messages.ts?"
 
@@ -57,13 +58,16 @@ class Server:
     """A real `lookback serve` process (its own interpreter and GIL) and a keep-alive client."""
 
     def __init__(self, environ: dict[str, str], max_open_files: int | None = None) -> None:
-        self.port = free_port()
+        # On the user's Unix socket, as clients use it; each server in a runtime folder of
+        # its own (two serve one home here).
+        env = {**os.environ, **environ, "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="lb-run-")}
+        self.socket = local_reader.socket_path(environ["LOOKBACK_HOME"], env)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lookback.cli", "serve", "--quiet", "--port", str(self.port)],
-            env={**os.environ, **environ}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            [sys.executable, "-m", "lookback.cli", "serve", "--quiet"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             preexec_fn=None if max_open_files is None else lambda: _limit_files(max_open_files))
-        wait_until_listening(self.port, self.process)
-        self.connection = http.client.HTTPConnection("127.0.0.1", self.port)
+        wait_until_listening(self.socket, self.process)
+        self.connection = UnixHTTPConnection(self.socket)
 
     def retrieve(self, body: bytes) -> None:
         self.connection.request("POST", "/v1/retrieve", body=body,
@@ -109,10 +113,10 @@ def flood(environ: dict[str, str], body: bytes, idle: int, runs: int) -> dict[st
     try:
         server.retrieve(body)  # warm
         for _ in range(idle):
-            held.append(socket.create_connection(("127.0.0.1", server.port), timeout=60))
+            held.append(connect(server.socket, timeout=60))
         for _ in range(runs):
             started = time.perf_counter()
-            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            connection = UnixHTTPConnection(server.socket, timeout=60)
             connection.request("POST", "/v1/retrieve", body=body,
                                headers={"content-type": "application/json"})
             response = connection.getresponse()
@@ -151,19 +155,13 @@ def cpu_per_call(calls: dict, cpu: dict, runs: int) -> dict[str, float]:
     return spent
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_listening(port: int, process: subprocess.Popen, timeout: float = 30) -> None:
+def wait_until_listening(path: str, process: subprocess.Popen, timeout: float = 30) -> None:
     limit = time.monotonic() + timeout
     while time.monotonic() < limit:
         if process.poll() is not None:
             raise RuntimeError(f"lookback serve exited: {process.stderr.read().decode()[-2000:]}")
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            connect(path, timeout=1).close()
             return
         except OSError:
             time.sleep(0.05)

@@ -53,8 +53,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+#: A team host's reader is on TCP, which needs a token (docs/reader-service.md).
+TOKEN = "bench-team-token-0000"
+
+
 def environ(home: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "LOOKBACK_HOME": str(home), "LOOKBACK_CONFIG": os.devnull, **extra}
+    return {**os.environ, "LOOKBACK_HOME": str(home), "LOOKBACK_CONFIG": os.devnull,
+            "LOOKBACK_SERVER__TOKENS": json.dumps({TOKEN: "*"}), **extra}
 
 
 # -- 1. corpus and indexing ----------------------------------------------------------------
@@ -173,7 +178,8 @@ def client(port: int, plan_file: str, seconds: float, seed: int) -> None:
         started = time.perf_counter()
         try:
             connection.request("POST", "/v1/retrieve", body=payload,
-                               headers={"content-type": "application/json"})
+                               headers={"content-type": "application/json",
+                                        "authorization": f"Bearer {TOKEN}"})
             response = connection.getresponse()
             body = json.loads(response.read())
         except (OSError, http.client.HTTPException, ValueError):

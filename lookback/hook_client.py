@@ -145,9 +145,13 @@ class open_reader:  # noqa: N801 (a context manager used like a function)
         path = self.url[len(local_reader.UNIX_PREFIX):] if self.url \
             else local_reader.socket_path(self.home)
         self.connection = local_reader.connect(path, _left(self.deadline))
-        self.connection.sendall(_request("GET", "/v1/health?projects=0", "localhost",
-                                         self.token, None, keep_alive=True))
-        local_reader.check_identity(_read_one(self.connection, self.deadline), self.home)
+        try:
+            self.connection.sendall(_request("GET", "/v1/health?projects=0", "localhost",
+                                             self.token, None, keep_alive=True))
+            local_reader.check_identity(_read_one(self.connection, self.deadline), self.home)
+        except BaseException:
+            self.connection.close()
+            raise
         return self.connection, "localhost", ""
 
     def __exit__(self, *exc: object) -> None:

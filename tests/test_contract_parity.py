@@ -87,3 +87,41 @@ def test_the_extension_gives_the_same_answers_node_test() -> None:
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "# fail 0" in done.stdout and "# pass 0" not in done.stdout
+
+
+def test_the_extension_finds_the_socket_the_reader_listens_on(tmp_path) -> None:
+    """The socket rule exists twice — ``lookback/local_reader.py`` (the reader, the hooks,
+    ``serve --ensure``) and ``integrations/pi/src/local-reader.ts`` (the extension, which
+    cannot ask Python before every session without a second's start): they agree."""
+    import os
+
+    from lookback import local_reader
+
+    folder = installed_or_fail(node_for_pi1, "Node 22")
+    node = str(folder / "node") if folder is not None else "node"
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    foreign = tmp_path / "foreign-run"
+    foreign.mkdir()
+    os.chown(foreign, 65534, 65534)  # an XDG_RUNTIME_DIR that is not this user's: passed over
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    homes = [str(tmp_path / "link" / "data"), str(tmp_path / "real" / "data"), "/data/home",
+             str(tmp_path / "link" / "not" / "there" / "yet")]
+    environments = [{"XDG_RUNTIME_DIR": str(runtime)}, {"TMPDIR": str(tmp_path)}, {},
+                    {"XDG_RUNTIME_DIR": str(foreign), "TMPDIR": str(tmp_path)},
+                    {"XDG_RUNTIME_DIR": "relative/run"}, {"TMPDIR": "/" + "x" * 120}]
+    cases = [{"home": home, "env": env} for home in homes for env in environments]
+    script = ("import { fingerprint, socketPath } from './src/local-reader.ts';"
+              "const cases = JSON.parse(process.argv[1]);"
+              "console.log(JSON.stringify(cases.map(({home, env}) =>"
+              " [fingerprint(home), socketPath(home, env) ?? null])));")
+    done = subprocess.run([node, "--input-type=module", "-e", script, json.dumps(cases)],
+                          cwd=EXTENSION_DIR, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = [[local_reader.fingerprint(case["home"]),
+                 local_reader.socket_path(case["home"], case["env"])] for case in cases]
+    assert json.loads(done.stdout) == expected
+    assert expected[0][0] == expected[1][0]  # the same home through a link
+    assert len({path for _, path in expected}) > 4

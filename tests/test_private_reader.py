@@ -292,7 +292,7 @@ def test_a_reader_of_another_data_home_is_not_ours(tmp_path, home, indexed):
         # This home has no reader: doctor says so, --stop stops nothing, --ensure starts one.
         settings = load_settings({"home": str(home)}, environ={})
         [finding] = check_reader(Situation(settings, environ={"HOME": str(home)}, cwd=home))
-        assert finding.status == PROBLEM and "no reader answers" in finding.summary
+        assert finding.status != "ok" and "no reader answers" in finding.summary
         assert lookback(home, "serve", "--stop", **env).returncode == 1
         # Pointed at the other home's socket, this home's clients send no prompt there.
         with pytest.raises(local_reader.NotOurReader, match="another data home"):

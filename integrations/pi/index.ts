@@ -19,7 +19,7 @@
  */
 
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { ReaderStarter } from "./src/autostart.ts";
+import { ReaderStarter, isLocal } from "./src/autostart.ts";
 import { COMMAND_TIMEOUT_MS, registerHistoryTool } from "./src/history-tool.ts";
 import { NUDGE_TIMEOUT_MS, ReaderClient, deadline, describe } from "./src/reader-client.ts";
 import { renderManifest, renderRetrieved } from "./src/rendering.ts";
@@ -60,18 +60,26 @@ export default function lookback(pi: ExtensionAPI): void {
 		}
 	};
 
+	// This user's reader (no TCP LOOKBACK_URL): located and checked before anything is sent.
+	const local = isLocal(settings.url);
+	const notAnswering = (why: string) => {
+		if (why === "connection refused" || why === "no reader") starter.refused();
+	};
 	pi.on("session_start", async (_event, ctx) => {
-		reader ??= new ReaderClient(settings);
+		reader ??= new ReaderClient({ url: settings.url, token: settings.token, locate: local ? () => starter.locate() : undefined });
 		remember(ctx);
 		// A new session writes its file only after the first reply, so its first call asks
-		// nothing: find out now whether the reader runs, and start it if not (fail-open).
-		if (!settings.disabled && starter.enabled()) {
+		// nothing: find out now whether the reader runs (and is ours), and start it if not
+		// (fail-open).
+		if (!settings.disabled && local) {
 			const { signal, done } = deadline(NUDGE_TIMEOUT_MS);
 			reader
-				.call("GET", "/v1/health", undefined, signal)
+				.call("GET", "/v1/health?projects=0", undefined, signal)
 				.then(() => starter.answered())
 				.catch((error: unknown) => {
-					if (describe(error) === "connection refused") starter.refused();
+					const why = describe(error);
+					log(`reader check: ${why}`);
+					notAnswering(why);
 				})
 				.finally(done);
 		}
@@ -106,7 +114,7 @@ export default function lookback(pi: ExtensionAPI): void {
 		} catch (error) {
 			const why = signal?.aborted ? "cancelled" : describe(error);
 			log(`retrieve failed: ${why} ms=${(performance.now() - started).toFixed(2)}`);
-			if (why === "connection refused") starter.refused();
+			notAnswering(why);
 			return undefined;
 		}
 	});
@@ -150,7 +158,7 @@ export default function lookback(pi: ExtensionAPI): void {
 				entries = Array.isArray(manifest.entries) ? manifest.entries : [];
 			} catch (error) {
 				if (view !== "retrieved") {
-					show(`Lookback reader unavailable at ${settings.url} (${describe(error)})`, "error");
+					show(`Lookback reader unavailable at ${reader?.url ?? settings.url} (${describe(error)})`, "error");
 					return;
 				}
 			} finally {
@@ -160,5 +168,5 @@ export default function lookback(pi: ExtensionAPI): void {
 		},
 	});
 
-	if (settings.historyTool) registerHistoryTool(pi, () => reader, settings.url);
+	if (settings.historyTool) registerHistoryTool(pi, () => reader, settings.url || "this user's reader");
 }

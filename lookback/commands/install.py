@@ -314,8 +314,9 @@ def install_pi(settings: Settings, settings_file: Path) -> list[Change]:
     folder = pi_extension_dir(settings)
     wanted = {name: data.decode("utf-8") for name, data in
               pi_package.shipped_files(shipped).items()}
+    # The data home too: the extension finds its reader's socket by it (src/local-reader.ts).
     wanted[pi_package.COMMAND_FILE] = json.dumps(
-        {"command": pi_package.this_command()}, indent=2) + "\n"
+        {"command": pi_package.this_command(), "home": str(settings.home)}, indent=2) + "\n"
     changes = [c for name, text in sorted(wanted.items())
                if (c := change(folder / name, text))]
     changes += [Change(folder / name, None, None) for name in copied_files(folder)

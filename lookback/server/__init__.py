@@ -3,9 +3,9 @@
 - ``app``: ``ReaderApp.handle(method, target, authorization, body)`` does everything a
   request needs — routing, auth, JSON parsing, the engine call, caching, the manifest —
   and returns ``(status, payload, log_fields)``, testable without sockets;
-- ``transport``: HTTP/1.1 on h11 under a threaded TCP server (keep-alive, bounded heads
-  and bodies, one write per answer, no access log);
-- ``auth``: bearer tokens and their project grants, the loopback-only binding rule;
+- ``transport``: HTTP/1.1 on h11 on the user's Unix socket (peer uid checked) or TCP
+  (keep-alive, bounded heads and bodies, one write per answer, no access log);
+- ``auth``: bearer tokens and their project grants, the rule that TCP needs them;
 - ``cache``: the answer cache keyed by request and index watermark;
 - ``records``: manifest records written off the request path.
 

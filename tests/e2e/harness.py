@@ -367,17 +367,30 @@ def wait_for_health(
 
 def health_status(url: str) -> int:
     """The status `GET {url}/v1/health` answers: `url` is `http://…` or `unix:/socket`."""
+    return reader_get(url, "/v1/health", timeout=1)[0]
+
+
+def reader_get(url: str, path: str, timeout: float = 5) -> tuple[int, Any]:
+    """(status, JSON body) of `GET {url}{path}`; `url` is `http://…` or a reader's socket,
+    `unix:/path` (`lookback.local_reader.address`)."""
     if url.startswith("unix:"):
         from tests.server.client import UnixHTTPConnection
 
-        connection = UnixHTTPConnection(url.removeprefix("unix:"), timeout=1)
+        connection = UnixHTTPConnection(url.removeprefix("unix:"), timeout=timeout)
         try:
-            connection.request("GET", "/v1/health")
-            return connection.getresponse().status
+            connection.request("GET", path)
+            response = connection.getresponse()
+            return response.status, json.loads(response.read() or b"null")
         finally:
             connection.close()
-    with urllib.request.urlopen(f"{url}/v1/health", timeout=1) as response:
-        return int(response.status)
+    with urllib.request.urlopen(f"{url}{path}", timeout=timeout) as response:
+        return int(response.status), json.loads(response.read() or b"null")
+
+
+def local_pi_env(home: Path) -> dict[str, str]:
+    """What Pi needs to ask this user's reader of `home`, on its Unix socket: no TCP URL
+    (the harness sets one by default) and the data home."""
+    return {"LOOKBACK_URL": "", "LOOKBACK_HOME": str(home)}
 
 
 @contextmanager
@@ -388,11 +401,10 @@ def reader_process(
 
     For the end-to-end test against the real reader, roughly::
 
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        serve = [str(REPO_ROOT / ".venv/bin/lookback"), "serve", "--port", str(port)]
-        with reader_process(serve, url, {"LOOKBACK_HOME": str(tmp_path / "home")}):
-            run = run_pi(session_file, PROMPT, {"LOOKBACK_URL": url})
+        home = tmp_path / "home"
+        serve = [str(REPO_ROOT / ".venv/bin/lookback"), "serve"]
+        with reader_process(serve, local_reader.address(home), {"LOOKBACK_HOME": str(home)}):
+            run = run_pi(session_file, PROMPT, local_pi_env(home))
         assert evidence_before_prompt(run.requests[0], PROMPT)
     """
     process = subprocess.Popen(

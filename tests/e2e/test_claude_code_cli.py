@@ -21,13 +21,15 @@ from pathlib import Path
 
 import pytest
 
+from lookback import local_reader
+
 from .claude_harness import (
     ClaudeRunner,
     FakeAnthropic,
     install_claude,
     text_of,
 )
-from .harness import JsonServer, free_port, read_jsonl, reader_process
+from .harness import JsonServer, read_jsonl, reader_process
 from .npm_install import installed_or_fail
 
 EARLY = "The release codename is QUASAR_FERN_8127; remember it for later."
@@ -100,15 +102,15 @@ def test_evidence_from_before_claude_codes_own_compaction(compacted, tmp_path):
                  if r.get("type") == "user" and r["message"]["content"] == EARLY)
     assert early["uuid"] not in in_context_ids(session_file)
 
-    port = free_port()
     # Nothing indexed beforehand: `lookback serve` indexes the transcript the hook names
-    # before answering (freshness; the waits are raised for a loaded CI machine).
-    env = {"LOOKBACK_HOME": str(tmp_path / "lookback"), "LOOKBACK_SERVER__PORT": str(port),
+    # before answering (freshness; the waits are raised for a loaded CI machine). The hook
+    # finds the reader by its data home, on this user's Unix socket.
+    env = {"LOOKBACK_HOME": str(tmp_path / "lookback"),
            "LOOKBACK_CLAUDE_CODE__HOOK_TIMEOUT_MS": "20000",
            "LOOKBACK_FRESHNESS__WAIT_MS": "15000"}
     lookback("install", "claude-code", "--project", str(project), env=env)
-    url = f"http://127.0.0.1:{port}"
-    with reader_process([LOOKBACK, "serve", "--port", str(port)], url, env):
+    url = local_reader.address(tmp_path / "lookback")
+    with reader_process([LOOKBACK, "serve"], url, env):
         run = runner.run(project, QUESTION, "--continue")
     assert run.returncode == 0, run.stderr
     [context] = hook_contexts(main_request(run.requests))
@@ -129,8 +131,11 @@ def test_reader_down_the_request_is_what_claude_code_sends_without_the_hook(
     shutil.copytree(runner.home, snapshot)
     failing = JsonServer({"POST /v1/retrieve": lambda _: (500, {"status": "error"})})
     with failing:
-        port = failing.url.rsplit(":", 1)[1] if reader == "failing" else str(free_port())
-        env = {"LOOKBACK_HOME": str(tmp_path / "lookback"), "LOOKBACK_SERVER__PORT": port}
+        # "failing": a (team's) TCP reader the settings name; "down": no reader on the socket
+        env = {"LOOKBACK_HOME": str(tmp_path / "lookback")}
+        if reader == "failing":
+            env.update(LOOKBACK_SERVER__HOST="127.0.0.1",
+                       LOOKBACK_SERVER__PORT=failing.url.rsplit(":", 1)[1])
         lookback("install", "claude-code", "--project", str(project), env=env)
         with_hook = runner.run(project, QUESTION, "--continue")
     assert with_hook.returncode == 0, with_hook.stderr

@@ -18,11 +18,12 @@ import os
 import shutil
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from lookback import local_reader
 
 from .harness import (
     EVIDENCE_HEADER,
@@ -30,10 +31,10 @@ from .harness import (
     REPO_ROOT,
     FakeModelServer,
     evidence_before_prompt,
-    free_port,
     message_text,
     prepare_session,
     read_session,
+    reader_get,
     reader_process,
     wait_for_health,
     write_agent_dir,
@@ -108,10 +109,11 @@ class InstalledPi:
         return done
 
 
-def serve(home: Path, agent_dir: Path, port: int) -> list[str]:
+def serve(home: Path, agent_dir: Path) -> list[str]:
+    """`lookback serve` of `home`, on this user's Unix socket (`local_reader.address(home)`)."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text("")
-    return [LOOKBACK, "serve", "--port", str(port)]
+    return [LOOKBACK, "serve"]
 
 
 def reader_env(home: Path, agent_dir: Path) -> dict[str, str]:
@@ -138,18 +140,17 @@ def without_evidence(request: dict) -> list[dict]:
 def test_a_new_session_compacted_by_pi_gets_turn_one_back(pi_client, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    home = tmp_path / "home"
+    url = local_reader.address(home)
     compaction = {"enabled": True, "reserveTokens": 2000, "keepRecentTokens": 500}
     with FakeModelServer(usage=usage_of_conversation) as model:
         agent = write_agent_dir(tmp_path / "agent", model.port, context_window=4000,
                                 max_tokens=256, compaction=compaction)
         plain_agent = write_agent_dir(tmp_path / "plain", model.port, context_window=4000,
                                       max_tokens=256, compaction=compaction)
-        pi = InstalledPi(pi_client.binary, agent, url, pi_client.env)
+        pi = InstalledPi(pi_client.binary, agent, "", pi_client.env, {"LOOKBACK_HOME": str(home)})
         pi.install()
-        home = tmp_path / "home"
-        with reader_process(serve(home, agent, port), url, reader_env(home, agent)):
+        with reader_process(serve(home, agent), url, reader_env(home, agent)):
             pi.run(project, FLAG_TURN)  # a new session: its file appears after this reply
             for text in filler_texts(4):
                 pi.run(project, f"Next, review this note and keep going:\n{text}", "-c")
@@ -164,7 +165,8 @@ def test_a_new_session_compacted_by_pi_gets_turn_one_back(pi_client, tmp_path):
             [asked] = model.take()
 
         # No package: what Pi sends by itself.
-        plain = InstalledPi(pi_client.binary, plain_agent, url, pi_client.env)
+        plain = InstalledPi(pi_client.binary, plain_agent, "", pi_client.env,
+                            {"LOOKBACK_HOME": str(home)})
         plain.run(project, QUESTION, "--session", str(copy))
         [baseline] = model.take()
 
@@ -188,8 +190,7 @@ def wait_for_entries(url: str, count: int, timeout: float = 60) -> None:
     """Until the reader's own tailer has indexed ``count`` entries (bounded)."""
     limit = time.monotonic() + timeout
     while True:
-        with urllib.request.urlopen(f"{url}/v1/health", timeout=5) as answer:
-            projects = json.load(answer).get("projects", [])
+        projects = reader_get(url, "/v1/health")[1].get("projects", [])
         if sum(p.get("entries", 0) for p in projects) >= count:
             return
         if time.monotonic() > limit:
@@ -201,11 +202,11 @@ def wait_for_entries(url: str, count: int, timeout: float = 60) -> None:
 def test_an_old_v1_session_rewritten_by_pi_is_answered_with_its_new_ids(pi_client, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    home = tmp_path / "home"
+    url = local_reader.address(home)
     with FakeModelServer() as model:
         agent = write_agent_dir(tmp_path / "agent", model.port, context_window=2_000_000)
-        pi = InstalledPi(pi_client.binary, agent, url, pi_client.env)
+        pi = InstalledPi(pi_client.binary, agent, "", pi_client.env, {"LOOKBACK_HOME": str(home)})
         pi.install()
         folder = agent / "sessions" / "--old-project--"
         folder.mkdir(parents=True)
@@ -214,8 +215,7 @@ def test_an_old_v1_session_rewritten_by_pi_is_answered_with_its_new_ids(pi_clien
         old = folder / "before-compaction.jsonl"
         old.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
         question = "why did `unsubscribe` clear the event listeners?"
-        home = tmp_path / "home"
-        with reader_process(serve(home, agent, port), url, reader_env(home, agent)):
+        with reader_process(serve(home, agent), url, reader_env(home, agent)):
             wait_for_entries(url, 1002)  # the reader holds the v1 ids (v1:N) now
             pi.run(project, question, "--session", str(old))
             [asked] = model.take()
@@ -241,8 +241,6 @@ def test_a_new_user_who_never_starts_the_reader_gets_evidence_from_the_second_ca
     answered fail-open and starts one (`lookback serve --ensure`); the next gets evidence."""
     project = tmp_path / "project"
     project.mkdir()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text("")
@@ -255,16 +253,17 @@ def test_a_new_user_who_never_starts_the_reader_gets_evidence_from_the_second_ca
                                 pi_client.env.get("PATH", os.environ["PATH"])])
         user_shell = {"PATH": path, "LOOKBACK_AUTOSTART": "1", "LOOKBACK_DEBUG": "1",
                       **reader_env(home, agent)}
-        pi = InstalledPi(pi_client.binary, agent, url, pi_client.env, user_shell)
+        pi = InstalledPi(pi_client.binary, agent, "", pi_client.env, user_shell)
         pi.install()
         try:
             ran = pi.run(project, AUTOSTART_PROMPT, "--session", str(session))
             [first] = model.take()
             assert not any(EVIDENCE_HEADER in message_text(m) for m in first["messages"])
             assert "[lookback] reader not running: lookback serve --ensure" in ran.stderr
-            wait_for_health(url, timeout=60)
+            wait_for_health(local_reader.address(home), timeout=60)
             started = json.loads((home / "serve.pid").read_text())
-            assert started["started_by"] == "pi" and started["port"] == port
+            assert started["started_by"] == "pi"
+            assert started["address"] == local_reader.address(home)
             pi.run(project, AUTOSTART_PROMPT, "--session", str(session))
             [second] = model.take()
         finally:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import urllib.request
 from pathlib import Path
+
+from lookback import local_reader
 
 from . import harness
 
@@ -62,15 +63,13 @@ def test_real_reader_puts_compacted_turns_before_the_prompt(
     early_user = harness.entry_with_text(entries, "user", "not AppMessage with our extension?")
     early_answer = harness.entry_with_text(entries, "assistant", "now returns `AppMessage[]`")
 
-    port = harness.free_port()
-    url = f"http://127.0.0.1:{port}"
-    serve = [LOOKBACK, "serve", "--port", str(port)]
+    url = local_reader.address(home)  # this user's reader, on its Unix socket
+    serve = [LOOKBACK, "serve"]
     with harness.reader_process(serve, url, lookback_env(home)):
-        run = run_pi(session_file, PROMPT, {"LOOKBACK_URL": url})
-        manifest_cmd = run_pi(session_file, "/context manifest", {"LOOKBACK_URL": url})
+        run = run_pi(session_file, PROMPT, harness.local_pi_env(home))
+        manifest_cmd = run_pi(session_file, "/context manifest", harness.local_pi_env(home))
         session_id = harness.read_session(session_file)[0]["id"]
-        with urllib.request.urlopen(f"{url}/v1/manifest?session_id={session_id}") as answer:
-            manifest = json.load(answer)
+        _, manifest = harness.reader_get(url, f"/v1/manifest?session_id={session_id}")
 
     assert run.returncode == 0, run.stderr
     assert harness.FAKE_REPLY in run.stdout
@@ -107,17 +106,15 @@ def test_with_the_reader_stopped_pi_sends_its_original_messages(
     first = tmp_path / "first"
     first.mkdir()
     index_session(home, harness.prepare_session(first, project_dir))
-    port = harness.free_port()
-    url = f"http://127.0.0.1:{port}"
-    serve = [LOOKBACK, "serve", "--port", str(port)]
-    with harness.reader_process(serve, url, lookback_env(home)):
-        pass  # the reader ran, and is now stopped: nothing listens at `url` any more
+    serve = [LOOKBACK, "serve"]
+    with harness.reader_process(serve, local_reader.address(home), lookback_env(home)):
+        pass  # the reader ran, and is now stopped: nothing listens on its socket any more
 
     stopped_dir, plain_dir = tmp_path / "stopped", tmp_path / "plain"
     stopped_dir.mkdir()
     plain_dir.mkdir()
     stopped = run_pi(harness.prepare_session(stopped_dir, project_dir), PROMPT,
-                     {"LOOKBACK_URL": url})
+                     harness.local_pi_env(home))
     without = dataclasses.replace(pi_runner, extension=None)
     plain = without.run(harness.prepare_session(plain_dir, project_dir), PROMPT)
 

@@ -176,10 +176,9 @@ def test_the_claude_code_hook_holds_the_grant_over_http(home, session):
     tokens = {REMOTE: "*", LOCAL: {"projects": "*", "privacy": "local-only"}}
     server, thread = start_server(settings_for(home, server__tokens=tokens))
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
         stdin = json.dumps({"hook_event_name": "UserPromptSubmit", "transcript_path":
                             str(session), "prompt": f"what did the {TERM} step sign with?"})
-        outputs = {token: run_hook(stdin.encode(), url=url, provider="local",
+        outputs = {token: run_hook(stdin.encode(), url="", home=str(home), provider="local",
                                    timeout_ms=30_000, token=token) or ""
                    for token in (REMOTE, LOCAL)}
     finally:

@@ -4,10 +4,17 @@
  * node:http with a keep-alive agent rather than the global fetch: a fraction of fetch's
  * per-request cost, and idle sockets are unref'd, so they never keep Pi running. The agent is a
  * session resource: opened on `session_start`, destroyed on `session_shutdown`.
+ *
+ * This user's reader is reached on its Unix socket, and only once it is known to be it: before
+ * each call the socket's directory and owner are checked (`socketProblem`), and before the first
+ * (again after any failure) `GET /v1/health?projects=0` must name the data home's identity.
+ * Anything else is "not ours": nothing of the conversation is sent. A TCP reader (`http://…`,
+ * a team's, behind a token) is asked as it is.
  */
 
 import http from "node:http";
 import https from "node:https";
+import { socketProblem } from "./local-reader.ts";
 
 export const NUDGE_TIMEOUT_MS = 1000;
 
@@ -24,16 +31,31 @@ export class ReaderError extends Error {
 	}
 }
 
+/** Where this user's reader listens, and the identity its health must name. */
+export interface LocalReader {
+	socket: string;
+	identity: string;
+}
+
 export interface ReaderOptions {
 	url: string;
 	token: string | undefined;
+	/** This user's reader (no TCP `url`): where it is, found on demand (`ReaderStarter.locate`). */
+	locate?: () => Promise<LocalReader | undefined>;
 }
+
+/** Nothing listens where this user's reader would (a reason for `describe`: "no reader"). */
+const NO_READER = "no reader";
 
 export class ReaderClient {
 	private readonly options: ReaderOptions;
 	private readonly agent: http.Agent;
 	private closed = false;
 	private pending = 0;
+	/** This user's reader, once its health named the identity expected (reset on any failure). */
+	private verified: Promise<LocalReader> | undefined;
+	/** Calls refused because what answered was not this user's reader of this data home. */
+	notOurs = 0;
 
 	constructor(options: ReaderOptions) {
 		this.options = options;
@@ -41,7 +63,7 @@ export class ReaderClient {
 	}
 
 	get url(): string {
-		return this.options.url;
+		return this.options.url || "this user's reader";
 	}
 
 	/**
@@ -68,12 +90,55 @@ export class ReaderClient {
 	/** One JSON call; rejects with ReaderError on HTTP errors and on bodies that are not a JSON object. */
 	call(method: "GET" | "POST", path: string, body: unknown, signal: AbortSignal): Promise<JsonObject> {
 		if (this.closed) return Promise.reject(new ReaderError("client closed"));
-		const url = new URL(`${this.options.url}${path}`);
-		const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-		const client = url.protocol === "https:" ? https : http;
 		this.pending++;
-		const answer = new Promise<JsonObject>((resolve, reject) => {
-			const request = client.request(url, { method, headers: this.headers(payload), agent: this.agent, signal }, (response) => {
+		const answer = this.options.locate
+			? this.ours(signal).then((local) => this.send(method, path, body, signal, local))
+			: this.send(method, path, body, signal, undefined);
+		return answer
+			.catch((error: unknown) => {
+				this.verified = undefined; // a reader restarted or replaced is checked again
+				throw error;
+			})
+			.finally(() => this.settled());
+	}
+
+	/** This user's reader, checked: its socket now, its identity once (see the module's doc). */
+	private async ours(signal: AbortSignal): Promise<LocalReader> {
+		this.verified ??= this.verify(signal);
+		const local = await this.verified;
+		this.check(local);
+		return local;
+	}
+
+	private async verify(signal: AbortSignal): Promise<LocalReader> {
+		const local = await this.options.locate?.();
+		if (!local) throw new ReaderError(NO_READER);
+		this.check(local);
+		const health = await this.send("GET", "/v1/health?projects=0", undefined, signal, local);
+		if (health.identity !== local.identity) {
+			this.notOurs++;
+			throw new ReaderError(`not ours: ${typeof health.identity === "string" ? "another data home's reader" : "no reader"}`);
+		}
+		return local;
+	}
+
+	private check(local: LocalReader): void {
+		const problem = socketProblem(local.socket);
+		if (problem === "none") throw new ReaderError(NO_READER);
+		if (problem) {
+			this.notOurs++;
+			throw new ReaderError(`not ours: ${problem}`);
+		}
+	}
+
+	private send(method: "GET" | "POST", path: string, body: unknown, signal: AbortSignal, local: LocalReader | undefined): Promise<JsonObject> {
+		const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+		const url = local ? undefined : new URL(`${this.options.url}${path}`);
+		const client = url?.protocol === "https:" ? https : http;
+		const where = local ? { socketPath: local.socket, path } : {};
+		return new Promise<JsonObject>((resolve, reject) => {
+			const options = { ...where, method, headers: this.headers(payload), agent: this.agent, signal };
+			const respond = (response: http.IncomingMessage) => {
 				const chunks: Buffer[] = [];
 				response.on("data", (chunk: Buffer) => chunks.push(chunk));
 				response.on("error", reject);
@@ -91,11 +156,11 @@ export class ReaderClient {
 					}
 					resolve(parsed as JsonObject);
 				});
-			});
+			};
+			const request = url ? client.request(url, options, respond) : client.request(options, respond);
 			request.on("error", reject);
 			request.end(payload);
 		});
-		return answer.finally(() => this.settled());
 	}
 
 	/** Fire and forget: ask the indexer to catch up with this session file now. */
@@ -131,6 +196,7 @@ export function describe(error: unknown): string {
 	const failed = error as Error & { code?: unknown; cause?: { code?: unknown } };
 	const code = failed.code ?? failed.cause?.code;
 	if (code === "ECONNREFUSED") return "connection refused";
+	if (code === "ENOENT") return NO_READER;
 	if (code === "ECONNRESET" || code === "UND_ERR_SOCKET") return "connection reset";
 	if (typeof code === "string") return `network error ${code}`;
 	return error.name;

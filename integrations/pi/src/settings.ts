@@ -5,11 +5,19 @@
 
 import { readFileSync } from "node:fs";
 
-export const DEFAULT_URL = "http://127.0.0.1:8765";
 export const DEFAULT_TIMEOUT_MS = 1500;
 
 export interface Settings {
+	/**
+	 * `LOOKBACK_URL`: `http(s)://…` a reader on TCP (a team's, with a token); `unix:/path` this
+	 * user's reader at that socket; "" (the default) this user's reader of `home`, on the socket
+	 * `src/local-reader.ts` derives from it.
+	 */
 	url: string;
+	/** The data home whose reader this is: `LOOKBACK_HOME`, else the one `lookback install pi` recorded. */
+	home: string | undefined;
+	/** The variables its socket's folder depends on (`XDG_RUNTIME_DIR`, `TMPDIR`). */
+	socketEnv: NodeJS.ProcessEnv;
 	token: string | undefined;
 	timeoutMs: number;
 	maxResults: number | undefined;
@@ -17,7 +25,7 @@ export interface Settings {
 	historyTool: boolean;
 	disabled: boolean;
 	debug: boolean;
-	/** Run `lookback serve --ensure` when no reader listens at a loopback URL (`LOOKBACK_AUTOSTART=0`: never). */
+	/** Run `lookback serve --ensure` when this user's reader does not answer (`LOOKBACK_AUTOSTART=0`: never). */
 	autoStart: boolean;
 	/**
 	 * The program that starts it and its first arguments: `LOOKBACK_COMMAND`, else the absolute
@@ -30,17 +38,29 @@ export interface Settings {
 /** Where `lookback install pi` records the command of the Lookback it installed from. */
 export const INSTALLED_COMMAND_FILE = new URL("../lookback.json", import.meta.url);
 
-/** The recorded command (a non-empty list of strings), or undefined when none is readable. */
-export function readInstalledCommand(file: URL = INSTALLED_COMMAND_FILE): string[] | undefined {
+function readInstalled(file: URL): Record<string, unknown> {
 	try {
-		const command: unknown = JSON.parse(readFileSync(file, "utf8")).command;
-		if (Array.isArray(command) && command.length > 0 && command.every((part) => typeof part === "string" && part)) {
-			return command;
-		}
+		const recorded: unknown = JSON.parse(readFileSync(file, "utf8"));
+		if (recorded !== null && typeof recorded === "object") return recorded as Record<string, unknown>;
 	} catch {
 		// not installed by `lookback install pi` (a clone loaded with `pi -e`): PATH decides
 	}
+	return {};
+}
+
+/** The recorded command (a non-empty list of strings), or undefined when none is readable. */
+export function readInstalledCommand(file: URL = INSTALLED_COMMAND_FILE): string[] | undefined {
+	const command = readInstalled(file).command;
+	if (Array.isArray(command) && command.length > 0 && command.every((part) => typeof part === "string" && part)) {
+		return command;
+	}
 	return undefined;
+}
+
+/** The data home `lookback install pi` recorded, or undefined. */
+export function readInstalledHome(file: URL = INSTALLED_COMMAND_FILE): string | undefined {
+	const home = readInstalled(file).home;
+	return typeof home === "string" && home ? home : undefined;
 }
 
 function positiveInt(raw: string | undefined): number | undefined {
@@ -49,10 +69,16 @@ function positiveInt(raw: string | undefined): number | undefined {
 	return Number.isInteger(value) && value > 0 ? value : undefined;
 }
 
-export function readSettings(env: NodeJS.ProcessEnv = process.env, installed = readInstalledCommand()): Settings {
+export function readSettings(
+	env: NodeJS.ProcessEnv = process.env,
+	installed = readInstalledCommand(),
+	installedHome = readInstalledHome(),
+): Settings {
 	const [lookbackCommand, ...lookbackArgs] = env.LOOKBACK_COMMAND ? [env.LOOKBACK_COMMAND] : (installed ?? ["lookback"]);
 	return {
-		url: (env.LOOKBACK_URL || DEFAULT_URL).replace(/\/+$/, ""),
+		url: (env.LOOKBACK_URL || "").replace(/\/+$/, ""),
+		home: env.LOOKBACK_HOME || installedHome,
+		socketEnv: { XDG_RUNTIME_DIR: env.XDG_RUNTIME_DIR, TMPDIR: env.TMPDIR },
 		token: env.LOOKBACK_TOKEN || undefined,
 		timeoutMs: positiveInt(env.LOOKBACK_TIMEOUT_MS) ?? DEFAULT_TIMEOUT_MS,
 		maxResults: positiveInt(env.LOOKBACK_MAX_RESULTS),
