@@ -196,9 +196,12 @@ def _spawn(settings: Settings) -> int:
     log.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "lookback", "--home", str(settings.home), "serve",
                "--quiet"]
+    # The socket even where server.host names a (team's) TCP address: that is what the
+    # clients that run --ensure look for.
+    environment = {**os.environ, "LOOKBACK_SERVER__HOST": ""}
     with open(log, "ab") as output, open(os.devnull, "rb") as nothing:
         process = subprocess.Popen(command, stdin=nothing, stdout=output, stderr=output,
-                                   start_new_session=True, close_fds=True)
+                                   start_new_session=True, close_fds=True, env=environment)
     return process.pid
 
 

@@ -146,8 +146,10 @@ class open_reader:  # noqa: N801 (a context manager used like a function)
             else local_reader.socket_path(self.home)
         self.connection = local_reader.connect(path, _left(self.deadline))
         try:
+            # No token with it: the identity is answered without one, and nothing is
+            # given to a process before it has proved to be this reader.
             self.connection.sendall(_request("GET", "/v1/health?projects=0", "localhost",
-                                             self.token, None, keep_alive=True))
+                                             None, None, keep_alive=True))
             local_reader.check_identity(_read_one(self.connection, self.deadline), self.home)
         except BaseException:
             self.connection.close()

@@ -193,3 +193,23 @@ def test_tcp_without_tokens_is_refused_with_what_to_do(home):
     assert "leave out --host/--port" in done.stderr
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", int(port))) != 0
+
+
+def test_a_reader_with_tokens_is_still_found_without_one(home):
+    """Its identity is answered without a token (and none is sent for it): --ensure finds
+    the reader, which still wants the token for everything else."""
+    from tests.e2e.harness import reader_get
+    from tests.server.processes import wait_until
+
+    tokens = json.dumps({"a-long-token-0001": "*"})
+    assert json.loads(lookback(home, "serve", "--ensure", LOOKBACK_SERVER__TOKENS=tokens)
+                      .stdout)["reader"] == "started"
+    try:
+        address = local_reader.address(home)
+        wait_until(lambda: os.path.exists(local_reader.socket_path(home)), "the reader")
+        status, identity = reader_get(address, "/v1/health?projects=0")
+        assert (status, identity["identity"]) == (200, local_reader.fingerprint(home))
+        assert reader_get(address, "/v1/health")[0] == 401
+        assert json.loads(lookback(home, "serve", "--ensure").stdout)["reader"] == "running"
+    finally:
+        lookback(home, "serve", "--stop")

@@ -142,9 +142,15 @@ class ReaderApp:
                 if any(path == parts.path for _, path in self.routes):
                     raise ApiError(405, "method-not-allowed", f"{method} is not allowed here")
                 raise ApiError(404, "not-found", "no such endpoint")
+            if method == "GET":
+                query = parse_qs(parts.query)
+                if route == self.health and _identity_only(query):
+                    # Who this reader is, asked before anything else is sent: no token
+                    # needed, none given away (a client checks it first).
+                    return self.health(query, None)
             grant = self.grants.lookup(authorization) if self.grants.required else None
             if method == "GET":
-                return route(parse_qs(parts.query), grant)
+                return route(query, grant)
             return route(_parse_json(body), grant)
         except LookbackError as error:  # answers by the hierarchy: status, code, message
             return error.http_status, error.payload(), {"error": error.code}
@@ -368,7 +374,7 @@ class ReaderApp:
     def health(self, query: dict, grant: Grant | None) -> Reply:
         """Version, mode, identity and, unless ``?projects=0`` (what a client checking the
         reader's identity before each prompt asks), every granted project's index state."""
-        if (query.get("projects") or [""])[0] == "0":
+        if _identity_only(query):
             return 200, {"status": "ok", "identity": self.identity,
                          "mode": "service" if self.settings.service_mode else "embedded"}, {}
         report = self.call(self.engine.health, self.settings)
@@ -418,6 +424,11 @@ def pinned(request: Named, ref: Any) -> Named:
     ``ref`` names, resolved and authorized once. It is also the answer cache's key, so an
     answer is kept under the session it is about."""
     return request if ref is None else pin(request, ref.project.name, ref.session_id)
+
+
+def _identity_only(query: dict) -> bool:
+    """``GET /v1/health?projects=0``: the reader's identity and mode, nothing of a project."""
+    return (query.get("projects") or [""])[0] == "0"
 
 
 def encode(payload: Any) -> bytes:

@@ -80,10 +80,10 @@ export class ReaderClient {
 		if (this.closed && this.pending === 0) this.agent.destroy();
 	}
 
-	private headers(payload: Buffer | undefined): Record<string, string> {
+	private headers(payload: Buffer | undefined, withToken: boolean): Record<string, string> {
 		const headers: Record<string, string> = { "content-type": "application/json" };
 		if (payload) headers["content-length"] = String(payload.length);
-		if (this.options.token) headers.authorization = `Bearer ${this.options.token}`;
+		if (this.options.token && withToken) headers.authorization = `Bearer ${this.options.token}`;
 		return headers;
 	}
 
@@ -114,7 +114,8 @@ export class ReaderClient {
 		const local = await this.options.locate?.();
 		if (!local) throw new ReaderError(NO_READER);
 		this.check(local);
-		const health = await this.send("GET", "/v1/health?projects=0", undefined, signal, local);
+		// No token with it: the identity is answered without one, and nothing is given away first.
+		const health = await this.send("GET", "/v1/health?projects=0", undefined, signal, local, false);
 		if (health.identity !== local.identity) {
 			this.notOurs++;
 			throw new ReaderError(`not ours: ${typeof health.identity === "string" ? "another data home's reader" : "no reader"}`);
@@ -131,13 +132,20 @@ export class ReaderClient {
 		}
 	}
 
-	private send(method: "GET" | "POST", path: string, body: unknown, signal: AbortSignal, local: LocalReader | undefined): Promise<JsonObject> {
+	private send(
+		method: "GET" | "POST",
+		path: string,
+		body: unknown,
+		signal: AbortSignal,
+		local: LocalReader | undefined,
+		withToken = true,
+	): Promise<JsonObject> {
 		const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
 		const url = local ? undefined : new URL(`${this.options.url}${path}`);
 		const client = url?.protocol === "https:" ? https : http;
 		const where = local ? { socketPath: local.socket, path } : {};
 		return new Promise<JsonObject>((resolve, reject) => {
-			const options = { ...where, method, headers: this.headers(payload), agent: this.agent, signal };
+			const options = { ...where, method, headers: this.headers(payload, withToken), agent: this.agent, signal };
 			const respond = (response: http.IncomingMessage) => {
 				const chunks: Buffer[] = [];
 				response.on("data", (chunk: Buffer) => chunks.push(chunk));
