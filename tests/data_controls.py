@@ -71,7 +71,8 @@ class Reader:
 
     settings: Settings
     client: Client
-    url: str
+    url: str  # its address: ``unix:`` and its socket
+    home: str  # the data home a hook checks it by
     tools: HistoryTools
 
 
@@ -80,8 +81,8 @@ def live_reader(home: Path, **values: Any) -> Iterator[Reader]:
     settings = settings_for(home, freshness__tail=False, **values)
     server, thread = start_server(settings)
     try:
-        port = server.server_address[1]
-        yield Reader(settings, Client(port, server.app), f"http://127.0.0.1:{port}",
+        path = server.server_address
+        yield Reader(settings, Client(path, server.app), f"unix:{path}", str(home),
                      HistoryTools(server.app))
     finally:
         stop_server(server, thread)
@@ -114,8 +115,8 @@ def every_answer(home: Path, session_file: Path, query: str, entry_ids: list[str
         hook = json.dumps({"session_id": "s", "transcript_path": str(session_file),
                            "cwd": str(home), "prompt": query,
                            "hook_event_name": "UserPromptSubmit"}).encode()
-        found["hook"] = claude_hook.run_hook(hook, url=reader.url, provider="anthropic",
-                                             timeout_ms=5000) or ""
+        found["hook"] = claude_hook.run_hook(hook, url=reader.url, home=reader.home,
+                                             provider="anthropic", timeout_ms=5000) or ""
     done = lookback(home, "search", query, "--session-file", str(session_file),
                     "--scope", "project", "--json", **(environ or {}))
     found["cli"] = done.stdout + done.stderr

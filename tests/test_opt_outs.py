@@ -127,8 +127,8 @@ def test_a_message_can_opt_out_of_retrieval(home, tmp_path):
             hook = json.dumps({"session_id": "s", "transcript_path": str(session),
                                "cwd": str(home), "prompt": message,
                                "hook_event_name": "UserPromptSubmit"}).encode()
-            found.append(claude_hook.run_hook(hook, url=reader.url, provider="anthropic",
-                                              timeout_ms=5000) or "")
+            found.append(claude_hook.run_hook(hook, url=reader.url, home=reader.home,
+                                              provider="anthropic", timeout_ms=5000) or "")
         return [answer for answer in found if "for the edge" in answer]
 
     assert len(retrieved("why FERN_ROUTER_12?")) == 3
