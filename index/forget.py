@@ -35,12 +35,18 @@ import regex
 
 from lookback.errors import UserError
 from lookback.index import tombstones
+from lookback.index.compact import (
+    compact_file,
+    folder_bytes,
+    project_identity,
+    remove_older_generations,
+)
 from lookback.index.embeddings import EMBEDDINGS_SEQ_META
 from lookback.index.layout import ProjectDir
 from lookback.index.project import ProjectWriter
 from lookback.index.rebuild import exclusive
 from lookback.index.repair import DAMAGED
-from lookback.index.store import all_rows, driver_errors, open_reader, read_meta, write_meta
+from lookback.index.store import all_rows, driver_errors, read_meta, write_meta
 from lookback.index.writer import text_hash
 from lookback.ingest import jsonio
 from lookback.ingest.events import Event
@@ -145,7 +151,7 @@ def forget(home: Path, project: ProjectDir, selection: Selection, *,
     started = time.monotonic()
     report = ForgetReport(project.name, dry_run)
     with driver_errors(f"project {project.name}"):
-        cwd, namespace = _identity(project)
+        cwd, namespace = project_identity(project)
         guard = exclusive(project, wait=lock_timeout)  # no reindex copies the log meanwhile
         try:
             with ProjectWriter(home, cwd, namespace=namespace,
@@ -153,7 +159,7 @@ def forget(home: Path, project: ProjectDir, selection: Selection, *,
                 if writer.project.path != project.path:
                     raise ForgetError(f"project {project.name}: its index names another folder")
                 connection = writer.connection
-                report.bytes_before = _size(project)
+                report.bytes_before = folder_bytes(project)
                 plan = _plan(connection, selection)
                 report.entries, report.sessions = len(plan.rows), len(plan.row_sessions)
                 report.events_scrubbed = len(plan.scrub)
@@ -174,37 +180,13 @@ def forget(home: Path, project: ProjectDir, selection: Selection, *,
                     write_meta(connection, EMBEDDINGS_SEQ_META, vectors + 1)  # caches reload
 
                 writer.write(events, extra=scrub)
-                compact(connection)
-            report.generations_removed = _remove_older_generations(project)
+                compact_file(connection)
+            report.generations_removed = remove_older_generations(project)
         finally:
             os.close(guard)
-    report.bytes_after = _size(project)
+    report.bytes_after = folder_bytes(project)
     report.seconds = time.monotonic() - started
     return report
-
-
-def compact(connection: apsw.Connection) -> None:
-    """Rewrite the index file with nothing but its live rows: FTS5 segments merged into one
-    (deleted terms dropped), ``VACUUM`` (free pages gone), the WAL checkpointed and
-    truncated. Its cost is docs/data-controls.md's."""
-    connection.execute("INSERT INTO entries_fts(entries_fts) VALUES ('optimize')")
-    connection.execute("VACUUM")
-    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
-def _identity(project: ProjectDir) -> tuple[str, str]:
-    path = project.index_path()
-    if path is None:
-        raise ForgetError(f"no index for project {project.name}")
-    connection = open_reader(path)
-    try:
-        cwd = read_meta(connection, "cwd")
-        namespace = read_meta(connection, "namespace") or ""
-    finally:
-        connection.close()
-    if cwd is None:
-        raise ForgetError(f"project {project.name}: its index does not name its folder")
-    return cwd, namespace
 
 
 def _plan(connection: apsw.Connection, selection: Selection) -> _Plan:
@@ -234,7 +216,8 @@ def _plan(connection: apsw.Connection, selection: Selection) -> _Plan:
             if selection.matches(text):
                 plan.keys[session_id].add(entry_id)
                 _remember(plan, text)
-    _scrubbed_events(connection, plan)
+    # a pattern already matched every logged copy; entries by id may have copies elsewhere
+    _scrubbed_events(connection, plan, by_hash=bool(selection.entry_ids))
     _blanked_rows(connection, plan)
     return plan
 
@@ -270,12 +253,13 @@ def _entry_events(connection: apsw.Connection,
             yield seq, session, entry_id, text
 
 
-def _scrubbed_events(connection: apsw.Connection, plan: _Plan) -> None:
-    """Every logged entry event with text that the plan forgets, with its scrubbed payload."""
-    everywhere = bool(plan.hashes)
+def _scrubbed_events(connection: apsw.Connection, plan: _Plan, *, by_hash: bool) -> None:
+    """Every logged entry event with text that the plan forgets (``by_hash``: texts that
+    hash like a forgotten one too, in any session), with its scrubbed payload."""
+    everywhere = by_hash and bool(plan.hashes)
     sessions = set(plan.keys) | plan.whole
-    for seq, session_id, entry_id, text in _entry_events(connection, None) if everywhere \
-            else (row for s in sorted(sessions) for row in _entry_events(connection, s)):
+    only = next(iter(sessions)) if len(sessions) == 1 and not everywhere else None
+    for seq, session_id, entry_id, text in _entry_events(connection, only):  # one pass
         if session_id in plan.whole or entry_id in plan.keys.get(session_id, ()) \
                 or (everywhere and text_hash(text) in plan.hashes):
             payload = jsonio.loads(_payload(connection, seq))
@@ -309,20 +293,3 @@ def _blanked_rows(connection: apsw.Connection, plan: _Plan) -> None:
     plan.row_sessions = {session_id for _, session_id in found}
 
 
-def _size(project: ProjectDir) -> int:
-    """Bytes of every file in the project folder (generations, WAL, kept records)."""
-    return sum(path.stat().st_size for path in project.path.iterdir() if path.is_file())
-
-
-def _remove_older_generations(project: ProjectDir) -> int:
-    """Delete the generations other than the live one (a reindex keeps the one before it):
-    they hold the forgotten text. Readers still holding one keep its inode until they
-    reopen (at their next request)."""
-    live = project.current_generation()
-    removed = 0
-    for path in project.path.glob("index-*.sqlite*"):
-        number = path.name.removeprefix("index-").split(".", 1)[0]
-        if number.isdigit() and int(number) != live and not path.name.endswith(DAMAGED):
-            path.unlink(missing_ok=True)
-            removed += path.name.endswith(".sqlite")
-    return removed

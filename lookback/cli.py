@@ -19,7 +19,7 @@ from lookback.errors import LookbackError, UserError
 
 COMMANDS = ("index", "status", "reindex", "retrieve", "search", "show", "serve", "watch",
             "worker", "context", "hook", "install", "uninstall", "owner", "mcp", "doctor",
-            "config", "completion", "forget")
+            "config", "completion", "forget", "compact")
 
 #: What ``lookback``'s exit status means, for every command (docs/usage.md says the same;
 #: tests/test_docs.py keeps them equal).
