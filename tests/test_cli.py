@@ -93,8 +93,10 @@ def test_a_dangling_link_and_a_stray_jsonl_in_a_folder_are_skipped_and_counted(r
 
 
 def test_unknown_project_and_bad_settings(run, tmp_path, monkeypatch):
-    code, _, err = run("status", "--project", "../etc")
-    assert code == 2 and "--project ../etc: invalid project name" in err
+    code, _, err = run("status", "--project", "bad name!")
+    assert code == 2 and "--project bad name!: invalid project name" in err
+    code, _, err = run("status", "--project", "../etc")  # a folder: its cwd, never a path
+    assert code == 2 and "--project ../etc: no such project is indexed" in err
     for command in ("status", "reindex"):
         code, _, err = run(command, "--project", "/no/such/cwd")
         assert code == 2 and "--project /no/such/cwd: no such project is indexed" in err
@@ -356,6 +358,11 @@ def test_search_and_show_default_to_the_current_folders_project(run, tmp_path, m
     monkeypatch.chdir(tmp_path)
     code, out, err = run("search", "redacted")
     assert code == 2 and out == "" and "no project is indexed for this folder" in err
+    code, out, err = run("search", "redacted", "--scope", "session", "--project", "work/app",
+                         "--json")  # a relative folder names its cwd
+    assert code == 0 and json.loads(out)["results"] == results, err
+    code, out, err = run("status", "--project", "work/app", "--json")
+    assert code == 0 and json.loads(out)["projects"][0]["cwd"] == str(project)
 
 
 def test_show_reads_one_entry_and_its_neighbours(run):

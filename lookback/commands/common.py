@@ -1,9 +1,10 @@
 """Helpers shared by the subcommands: their parsers, settings from flags, the session a
-search or show names, errors in flags' words, progress output."""
+search or show names, errors in flags' words."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -82,8 +83,7 @@ def session_names(args: argparse.Namespace, settings: Settings) -> dict[str, str
             raise UserError(f"--session-file {args.session_file}: not a file")
         return {"session_file": str(path.absolute()), "session_id": args.session_id}
     if args.project:
-        named_project(settings, args.project)
-        return {"project": args.project, "session_id": args.session_id}
+        return {"project": project_name(args.project, settings), "session_id": args.session_id}
     here = Path.cwd()
     for folder in (here, *here.parents):
         if project_dir(settings.home, str(folder), settings.namespace).index_path():
@@ -92,18 +92,29 @@ def session_names(args: argparse.Namespace, settings: Settings) -> dict[str, str
                    "with --project or --session-file (`lookback status` lists them)")
 
 
-def named_project(settings: Settings, name: str) -> ProjectDir:
+def project_name(text: str, settings: Settings | None = None) -> str:
+    """``--project``'s value as the index names projects: a folder name or a cwd, with a
+    relative folder (``.``, ``../app``) made absolute; checked when ``settings`` are given."""
+    name = os.path.abspath(text) if text in (".", "..") or (
+        "/" in text and not text.startswith("/")) else text
+    if settings is not None:
+        named_project(settings, name, text)
+    return name
+
+
+def named_project(settings: Settings, name: str, given: str | None = None) -> ProjectDir:
     """The indexed project ``--project NAME`` names (its folder name or cwd), or an error
-    naming the flag."""
+    naming the flag (and ``given``, what the user typed)."""
     from lookback.index.layout import ProjectNotFound, find_project
 
+    given, name = given or name, project_name(name)
     try:
         return find_project(settings.home, name, settings.namespace)
     except ProjectNotFound as error:
         problem = "invalid project name" if "invalid" in str(error) else \
             "no such project is indexed"
-        raise NotFound(f"--project {name}: {problem} (`lookback status` lists them)") \
-            from None
+        raise NotFound(f"--project {given}: {problem} (`lookback status` lists "
+                       "them)") from None
 
 
 #: The request fields of the API (``query.contract.request``) as the CLI's flags say them.
