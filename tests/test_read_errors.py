@@ -30,12 +30,15 @@ def session(home: Path, tmp_path: Path) -> Path:
     return path
 
 
-def corrupt(home: Path) -> None:
-    """Overwrite the table pages of the project's index (its header stays SQLite's)."""
+def corrupt(home: Path, everything: bool = False) -> None:
+    """Overwrite the second half of the project's index, or with ``everything`` every page
+    after the first (the header and the schema stay SQLite's), so that whatever a read
+    touches is damaged however the tables are laid out."""
     path = project_dir(home, CWD).index_path()
     assert path is not None
     data = bytearray(path.read_bytes())
-    data[len(data) // 2:] = b"\x5a" * (len(data) - len(data) // 2)
+    start = int.from_bytes(data[16:18], "big") if everything else len(data) // 2
+    data[start:] = b"\x5a" * (len(data) - start)
     path.write_bytes(bytes(data))
     for suffix in ("-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -91,7 +94,7 @@ def test_a_locked_index_is_the_projects_error_and_retrieval_fails_open(home, ses
 
 
 def test_retrieval_search_and_source_fail_open_on_a_corrupt_index(home, session):
-    corrupt(home)
+    corrupt(home, everything=True)
     settings = load_settings(environ={"LOOKBACK_HOME": str(home)})
     reader = IndexReader(home)
     common = {"session_file": str(session)}
