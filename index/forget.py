@@ -68,17 +68,21 @@ class ForgetError(UserError, ValueError):
 class Selection:
     """What to forget. ``session_id`` with ``entry_ids``: those entries; with
     ``whole_session``: all of it; ``matches`` (a text predicate, ``pattern_matcher``):
-    every entry whose text it accepts, in ``session_id`` when given."""
+    every entry whose text it accepts, in ``session_id`` when given; ``before_ms``: every
+    entry written before that time (epoch ms; entries without a time stay), likewise."""
 
     session_id: str | None = None
     entry_ids: tuple[str, ...] = ()
     whole_session: bool = False
     matches: Callable[[str], bool] | None = None
+    before_ms: int | None = None
 
     def check(self) -> None:
-        kinds = sum((bool(self.entry_ids), self.whole_session, self.matches is not None))
+        kinds = sum((bool(self.entry_ids), self.whole_session, self.matches is not None,
+                     self.before_ms is not None))
         if kinds != 1:
-            raise ForgetError("name exactly one of: entry ids, a whole session, a pattern")
+            raise ForgetError("name exactly one of: entry ids, a whole session, a pattern, "
+                              "a time")
         if (self.entry_ids or self.whole_session) and not self.session_id:
             raise ForgetError("entries and whole sessions are forgotten in one named session")
 
@@ -211,6 +215,17 @@ def _plan(connection: apsw.Connection, selection: Selection) -> _Plan:
         if missing - known:
             raise ForgetError(f"no entry {sorted(missing - known)[0]} in session {session}")
         plan.keys[session].update(missing)  # text-less already: tombstoned all the same
+    if selection.before_ms is not None:  # by key: old turns are not looked for elsewhere
+        where = "AND session_id = ?" if session else ""
+        for sql in ("SELECT session_id, entry_id FROM entries WHERE ts_ms < ? AND text != ''"
+                    f" {where}",
+                    "SELECT session_id, json_extract(payload, '$.entry.id') FROM events WHERE"
+                    " kind = 'entry' AND json_extract(payload, '$.entry.text') != '' AND"
+                    f" json_extract(payload, '$.entry.ts_ms') < ? {where}"):
+            for session_id, entry_id in connection.execute(
+                    sql, (selection.before_ms, *([session] if session else []))):
+                if isinstance(entry_id, str):
+                    plan.keys[session_id].add(entry_id)
     if selection.matches is not None:  # the log's older versions of entries too
         for _, session_id, entry_id, text in _entry_events(connection, selection.session_id):
             if selection.matches(text):

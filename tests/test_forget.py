@@ -152,3 +152,18 @@ def test_bad_selections_are_refused_by_name(home, project):
     gone.unlink()
     absent = lookback(home, "forget", "--session-file", str(gone), "--entry", "m0")
     assert absent.returncode == 2 and "--project and --session-id" in absent.stderr
+
+
+def test_a_cap_by_age_forgets_what_was_written_before_a_time(home, project):
+    dry = lookback(home, "forget", "--before", "2026-01-01T00:00:02Z", "--dry-run", "--json")
+    [counts] = json.loads(dry.stdout)["projects"]
+    assert (counts["entries"], counts["sessions"]) == (4, 2), dry.stderr
+    assert lookback(home, "forget", "--before", "2026-01-01T00:00:02Z").returncode == 0
+    after = texts(home, project["cwd"])
+    assert [key for key, text in sorted(after.items()) if not text] == [
+        ("forget-fork", "m0"), ("forget-fork", "m1"), ("forget-main", "m0"),
+        ("forget-main", "m1")]
+    assert holding(every_answer(home, project["session"], SECRET, ["m0"]), FORGOTTEN) == []
+    assert holding(every_answer(home, project["session"], KEPT, ["m2"]), "for routing") == PATHS
+    bad = lookback(home, "forget", "--before", "last spring")
+    assert bad.returncode == 2 and "--before last spring: not an ISO 8601" in bad.stderr

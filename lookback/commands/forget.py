@@ -17,6 +17,7 @@ from lookback.index.forget import ForgetReport, Selection, forget, pattern_match
 from lookback.index.layout import ProjectDir, find_project, list_projects, project_dir
 from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import NotASession
+from lookback.ingest.storable import iso_millis
 from lookback.query.context.manifest import ManifestStore
 from lookback.settings import Settings
 
@@ -24,9 +25,9 @@ SUMMARY = "forget entries, a session, or every entry matching a pattern"
 DESCRIPTION = """Remove text from the index for good: from its entries, full-text index,
 vectors and event log, with a tombstone so that no reindex, repair or re-read of the session
 file brings it back. Name the session with --session-file, or --project and --session-id;
-then one of --entry, --whole-session, --text or --regex. A pattern without a session searches
-the named project, or every project. Try it with --dry-run first: it prints the counts only.
-Nothing of the text or the pattern is logged."""
+then one of --entry, --whole-session, --text, --regex or --before. A pattern or a time
+without a session applies to the named project, or to every project. Try it with --dry-run
+first: it prints the counts only. Nothing of the text or the pattern is logged."""
 
 log = logging.getLogger("lookback.forget")
 
@@ -44,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       "'-' reads it from standard input, out of the shell's history)")
     what.add_argument("--regex", help="forget every entry matching this regular expression "
                       "('-' reads it from standard input)")
+    what.add_argument("--before", metavar="TIME", help="forget every entry written before "
+                      "this ISO 8601 date or time (local time unless it names a zone): a "
+                      "cap by age"),
     parser.add_argument("--dry-run", action="store_true",
                         help="count what would be forgotten; change nothing")
     add_json(parser, "the counts")
@@ -103,6 +107,12 @@ def _selection(args: argparse.Namespace, session_id: str | None) -> Selection:
         if session_id is None:
             raise UserError("--whole-session needs --session-file, or --session-id")
         return Selection(session_id=session_id, whole_session=True)
+    if args.before is not None:
+        before_ms = iso_millis(args.before)
+        if before_ms is None:
+            raise UserError(f"--before {args.before}: not an ISO 8601 date or time "
+                            "(e.g. 2026-06-01 or 2026-06-01T12:00:00Z)")
+        return Selection(session_id=session_id, before_ms=before_ms)
     is_regex = args.regex is not None
     pattern = args.regex if is_regex else args.text
     if pattern == "-":
