@@ -54,9 +54,12 @@ _readers_lock = threading.Lock()
 
 
 def new_reader(settings: Settings) -> IndexReader:
-    """A reader with the configured connection pool (``reader.*`` settings)."""
+    """A reader with the configured connection pool (``reader.*`` settings), its open
+    files within the process's real limit (``lookback.budget``)."""
+    from lookback.budget import file_budget
+
     return IndexReader(settings.home, settings.namespace,
-                       max_open_files=settings.reader.max_open_files,
+                       max_open_files=file_budget(settings).read_pool,
                        connections_per_project=settings.reader.connections_per_project,
                        excluded=settings.excluded if settings.excluded_projects else None)
 

@@ -43,6 +43,7 @@ workers keep the indexes, the reader only reads.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -53,6 +54,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lookback.budget import MAX_WRITERS
 from lookback.errors import ForeignProject
 from lookback.index.layout import project_key
 from lookback.index.memo import Memo
@@ -78,8 +80,9 @@ log = logging.getLogger("lookback.freshness")
 #: A request indexes at most this many appended bytes itself; more goes to the thread.
 INLINE_MAX_BYTES = 1 << 20
 
-#: Project writers the freshness thread keeps open at once.
-MAX_OPEN_WRITERS = 8
+#: Project writers the freshness thread keeps open at once (fewer under a low open-files
+#: limit: ``lookback.budget``).
+MAX_OPEN_WRITERS = MAX_WRITERS
 
 #: Files whose authorized project (or refused stamp) a bound engine remembers at most.
 MAX_REMEMBERED_FILES = 4096
@@ -103,6 +106,8 @@ class Outcome:
             return "another writer holds the project index; newest entries may be missing"
         if self.state == "refused":
             return "the session file's header names another project now; nothing was indexed"
+        if self.state == "error":
+            return "the session file could not be indexed now; newest entries may be missing"
         return None
 
 
@@ -127,7 +132,8 @@ class FreshnessEngine:
                  config: Freshness | None = None, watch: Watch | None = None,
                  roots: Iterable[Path] = (),
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, bound: bool = False,
-                 excluded: Excluded | None = None) -> None:
+                 excluded: Excluded | None = None,
+                 max_writers: int = MAX_OPEN_WRITERS) -> None:
         self.home = Path(home)
         self.excluded = excluded  # projects switched off: never indexed
         #: a reader with tokens: every job writes only into the project its file is bound
@@ -139,7 +145,9 @@ class FreshnessEngine:
         self.max_line_bytes = max_line_bytes
         self.config = config or Freshness()
         self.refused = 0  # jobs not run: the file names a project the asker was not granted
-        self.sink = EmbeddedSink(self.home, namespace=namespace, max_open=MAX_OPEN_WRITERS,
+        self.failed = 0  # jobs that ended in an error (retried when asked again)
+        self.out_of_files = 0  # ... of them for lack of open files
+        self.sink = EmbeddedSink(self.home, namespace=namespace, max_open=max_writers,
                                  flush_events=1, yields=True,
                                  lock_timeout=self.config.lock_timeout_seconds)
         polling = watch or Watch()
@@ -161,6 +169,19 @@ class FreshnessEngine:
         self._threads: list[threading.Thread] = []
         self.jobs_run = 0
         self.rebuilt: int | None = None  # stale indexes rebuilt since start (None: not done)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for ``/v1/health``, and a warning when freshness cannot keep up."""
+        with self._cond:
+            pending = len(self._queued)
+        report: dict[str, Any] = {"jobs": self.jobs_run, "refused": self.refused,
+                                  "pending": pending, "failed": self.failed,
+                                  "out_of_files": self.out_of_files}
+        if self.out_of_files:
+            report["warning"] = (f"freshness cannot keep up: {self.out_of_files} indexing "
+                                 "jobs failed for lack of open files; raise the open-files "
+                                 "limit (ulimit -n) or lower reader.max_open_files")
+        return report
 
     @property
     def set_aside(self) -> int:
@@ -425,6 +446,9 @@ class FreshnessEngine:
             log.warning('{"event": "freshness-error", "error": "%s"}', type(error).__name__)
             self._release()  # a failed transaction: start clean
             job.state = "error"
+            self.failed += 1
+            if _out_of_files(error):
+                self.out_of_files += 1
         finally:
             self.sink.only_project = None
             self.sink.failures.clear()  # each job is a run of its own: retried next time
@@ -462,6 +486,15 @@ class FreshnessEngine:
                 self._schedule(os.path.realpath(path), urgent=False)
 
 
+def _out_of_files(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) is the process running out of descriptors."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return False
+
+
 def _ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
@@ -481,11 +514,14 @@ def engine_for(settings: Any) -> FreshnessEngine | None:
     """The engine a reader process runs, or None (service mode, or turned off)."""
     if settings.service_mode or not settings.freshness.enabled:
         return None
+    from lookback.budget import file_budget
+
     return FreshnessEngine(settings.home, namespace=settings.namespace,
                            config=settings.freshness, watch=settings.watch,
                            roots=default_roots(settings),
                            max_line_bytes=settings.max_line_bytes,
-                           bound=bool(settings.server.tokens), excluded=settings.excluded)
+                           bound=bool(settings.server.tokens), excluded=settings.excluded,
+                           max_writers=file_budget(settings).writers)
 
 
 def refresh(engine: FreshnessEngine | None, body: Any, ref: Any = None) -> Outcome | None:

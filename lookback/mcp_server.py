@@ -25,6 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from lookback.budget import connection_limit
 from lookback.mcp import (
     DEFAULT_LIMIT,
     DEFAULT_NEIGHBOURS,
@@ -42,7 +43,7 @@ from lookback.mcp import (
 from lookback.server.app import ReaderApp
 from lookback.server.auth import check_binding
 from lookback.server.errors import ApiError
-from lookback.server.transport import LISTEN_BACKLOG, connection_limit
+from lookback.server.transport import LISTEN_BACKLOG
 from lookback.settings import Settings
 
 log = logging.getLogger("lookback.mcp")
@@ -281,7 +282,7 @@ OVERLOAD_LOG_INTERVAL = 10.0
 
 
 class ConnectionBound:
-    """``lookback serve``'s bound on connections (``transport.connection_limit``: at most
+    """``lookback serve``'s bound on connections (``budget.connection_limit``: at most
     ``server.max_connections`` and a quarter of the open-file limit), for uvicorn's
     connections: admitting one beyond the limit closes the oldest connection with no
     request in progress, else refuses the new one; a connection that sends no request

@@ -38,6 +38,7 @@ import msgspec
 import orjson
 
 from lookback import freshness, local_reader
+from lookback.budget import file_budget
 from lookback.errors import LookbackError
 from lookback.index.layout import find_project
 from lookback.query.context.manifest import ManifestStore, retrieval_record
@@ -389,8 +390,8 @@ class ReaderApp:
         if self.nudges is not None:
             server["nudges"] = self.nudges.stats()
         if self.freshness is not None:  # refused: files that named a project not granted
-            server["freshness"] = {"jobs": self.freshness.jobs_run,
-                                   "refused": self.freshness.refused}
+            server["freshness"] = self.freshness.stats()
+        server["files"] = file_budget(self.settings).as_dict()
         report = {**report, "server": server}
         return 200, report, {}
 

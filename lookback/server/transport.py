@@ -23,7 +23,6 @@ import errno
 import json
 import logging
 import os
-import resource
 import signal
 import socket
 import socketserver
@@ -38,6 +37,7 @@ from urllib.parse import urlsplit
 import h11
 
 from lookback import local_reader
+from lookback.budget import connection_limit
 from lookback.errors import UserError
 from lookback.server.app import ReaderApp, encode
 from lookback.server.auth import Grants, check_binding
@@ -119,15 +119,6 @@ class Connections:
         with self._lock:
             while self._evict_one():
                 pass
-
-
-def connection_limit(configured: int) -> int:
-    """``server.max_connections``, and at most a quarter of the open-file limit (each
-    connection is a descriptor; the indexes, the listener and a margin need the rest)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return configured
-    return max(1, min(configured, soft // 4))
 
 
 class ReaderHTTPServer(socketserver.ThreadingTCPServer):
