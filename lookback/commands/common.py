@@ -39,8 +39,6 @@ def sources(args: argparse.Namespace, **overrides: Any) -> tuple[dict[str, Any],
                                                                   dict[str, str]]:
     """(flag overrides, environment) of the settings, the global ``--home``/``--config``
     flags applied."""
-    import os
-
     environ = dict(os.environ)
     if getattr(args, "config", None):
         environ["LOOKBACK_CONFIG"] = args.config
