@@ -237,8 +237,11 @@ AUTOSTART_EARLY_TEXT = "get messages(): Message[]; not AppMessage with our exten
 @pytest.mark.timeout(300)
 def test_a_new_user_who_never_starts_the_reader_gets_evidence_from_the_second_call(
         pi_client, tmp_path):
-    """`pip install` + `pi install`, then Pi as always: the first call finds no reader, is
-    answered fail-open and starts one (`lookback serve --ensure`); the next gets evidence."""
+    """`pip install` + `lookback install pi`, then Pi as always, with no `lookback` on the
+    PATH (the README leaves it in the venv): the first call finds no reader, is answered
+    fail-open and starts one with the command `install pi` recorded (`… -m lookback serve
+    --ensure`); the next gets evidence. With `pi install` of the folder, the extension ran
+    the `lookback` on the PATH: `reader start failed: ENOENT`, no evidence ever."""
     project = tmp_path / "project"
     project.mkdir()
     home = tmp_path / "home"
@@ -249,12 +252,17 @@ def test_a_new_user_who_never_starts_the_reader_gets_evidence_from_the_second_ca
         sessions = agent / "sessions" / "--project--"
         sessions.mkdir(parents=True)
         session = prepare_session(sessions, project)
-        path = os.pathsep.join([str(REPO_ROOT / ".venv" / "bin"),
-                                pi_client.env.get("PATH", os.environ["PATH"])])
+        path = os.pathsep.join(folder for folder in pi_client.env.get(
+            "PATH", os.environ["PATH"]).split(os.pathsep)
+            if folder and not (Path(folder) / "lookback").exists())
         user_shell = {"PATH": path, "LOOKBACK_AUTOSTART": "1", "LOOKBACK_DEBUG": "1",
                       **reader_env(home, agent)}
         pi = InstalledPi(pi_client.binary, agent, "", pi_client.env, user_shell)
-        pi.install()
+        done = subprocess.run([LOOKBACK, "install", "pi"], env=pi.env(), capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        assert json.loads((agent / "settings.json").read_text())["packages"] == [
+            str(home / "pi-extension")]
         try:
             ran = pi.run(project, AUTOSTART_PROMPT, "--session", str(session))
             [first] = model.take()
