@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from lookback import local_reader
+
 from . import harness
 from .npm_install import installed_or_fail
 
@@ -162,12 +164,11 @@ def test_pi_runs_the_installed_lookback_with_none_on_its_path(installed, tmp_pat
     """The real Pi 1.6.0, the extension installed by `lookback install pi` from the wheel:
     its first call starts the reader (this install's command), the second gets evidence."""
     pi, node_env = installed_or_fail(harness.install_pi1, "Pi 1.x")
-    port = harness.free_port()
-    url = f"http://127.0.0.1:{port}"
+    data_home = Path(installed.env["HOME"]) / ".local" / "share" / "lookback"  # the default
+    url = local_reader.address(data_home, installed.env)  # this user's reader's socket
     with harness.FakeModelServer() as model:
         agent = harness.write_agent_dir(tmp_path / "agent", model.port)
-        env = {**installed.env, "PI_CODING_AGENT_DIR": str(agent), "PI_OFFLINE": "1",
-               "LOOKBACK_URL": url}
+        env = {**installed.env, "PI_CODING_AGENT_DIR": str(agent), "PI_OFFLINE": "1"}
         env["PATH"] = without_lookback(node_env.get("PATH", env["PATH"]))
         assert subprocess.run(["sh", "-c", "command -v lookback"], env=env,
                               capture_output=True, check=False).returncode != 0
