@@ -404,8 +404,9 @@ def _codex_history(path: str, handle: BinaryIO, state: FileState, pending: list[
                    stats: ReadStats, max_line_bytes: int) -> FileState:
     """A fork's inherited history as its own entries: the first ``history_base`` bytes of
     the parent's rollout (found in the same ``sessions`` folder; a parent that is itself
-    a fork brings its own history first). A parent that cannot be found or read leaves
-    the fork's own lines only, with a warning."""
+    a fork brings its own history first). A parent that cannot be found or read, or that
+    belongs to another project (its ``cwd`` is not the fork's: its text is that project's,
+    never this one's), leaves the fork's own lines only, with a warning."""
     obj = parse_object(_prefix(handle, state.header_len))
     identity = codex.identity_of(obj) if obj is not None else None
     chain: list[tuple[Path, int]] = []
@@ -416,14 +417,19 @@ def _codex_history(path: str, handle: BinaryIO, state: FileState, pending: list[
             stats.warnings.append(f"fork of {identity.history_base[0]}: its rollout is not "
                                   f"under {root}; only the fork's own lines are read")
             break
-        chain.append((parent, identity.history_base[1]))
         try:
             with open_session_file(str(parent)) as parent_handle:
                 first = parent_handle.readline(max_line_bytes + 1)
-        except OSError:
+        except (OSError, NotASession):
             break
         obj = parse_object(first)
-        identity = codex.identity_of(obj) if obj is not None else None
+        base, identity = identity.history_base[1], \
+            codex.identity_of(obj) if obj is not None else None
+        if identity is None or identity.cwd != state.cwd:
+            stats.warnings.append(f"fork of {parent.name}: that rollout belongs to another "
+                                  "project; only the fork's own lines are read")
+            break
+        chain.append((parent, base))
     cursor = _Cursor(state, handle.fileno(), state.seen)
     for parent, length in reversed(chain):
         try:

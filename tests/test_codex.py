@@ -192,6 +192,23 @@ def test_a_forks_parent_is_found_by_its_exact_thread_id(tmp_path, thread):
     assert len(stats.warnings) == 1 and "is not under" in stats.warnings[0]
 
 
+def test_a_fork_never_inherits_another_projects_rollout(tmp_path):
+    """Authorization is decided on what is read (issue 27, item 2): a fork whose
+    ``history_base`` names a rollout of another cwd (another project, say a file its
+    writer linked in beside it) inherits none of that project's text; its own lines stay."""
+    day = tmp_path / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    meta, rest = MAIN.read_text().split("\n", 1)
+    other = json.loads(meta)
+    other["payload"]["cwd"] = "/tmp/codex-lab/another-project"
+    (day / MAIN.name).write_text(json.dumps(other) + "\n" + rest)
+    shutil.copy(FORK, day / FORK.name)
+    events, _, stats = read_all(day / FORK.name)
+    assert item(FORK, "F1: In this fork")["id"] in entries(events)
+    assert item(MAIN, "DEC-TOML-7")["id"] not in entries(events)
+    assert len(stats.warnings) == 1 and "another project" in stats.warnings[0]
+
+
 def test_a_fork_outside_a_sessions_folder_looks_for_its_parent_beside_it_only():
     """A fork copied to ``/tmp/x/y/`` (no ``sessions`` folder, no date folders): its
     parent was looked for under the folder three levels up, ``/``: the walk went through
