@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lookback import api
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
 from tests.data_controls import (
@@ -20,6 +21,7 @@ from tests.data_controls import (
     lookback,
     pi_session,
 )
+from tests.server.conftest import settings_for
 from tests.support import index_paths
 
 SECRET = "ZORBLAX_LATCH_7731"
@@ -114,12 +116,28 @@ def test_a_pattern_is_forgotten_everywhere_and_stays_forgotten(home, project, tm
     gone()
 
 
+def vectors(home: Path, cwd: Path) -> set[tuple[str, str]]:
+    connection = open_reader(project_dir(home, str(cwd)).index_path())
+    try:
+        return set(connection.execute("SELECT session_id, entry_id FROM embeddings"))
+    finally:
+        connection.close()
+
+
 def test_an_entry_and_a_whole_session(home, project):
     session = project["session"]
+    assert lookback(home, "index", "--embed", str(session)).returncode == 0
+    assert ("forget-main", "m2") in vectors(home, project["cwd"])
+    semantic = {"session_file": str(session), "message": "which balancer for routing?",
+                "semantic": True}
+    assert "for routing" in json.dumps(api.retrieve(semantic, settings=settings_for(home)))
     done = lookback(home, "forget", "--session-file", str(session), "--entry", "m2")
     assert done.returncode == 0, done.stderr
     after = texts(home, project["cwd"])
     assert after[("forget-main", "m2")] == "" and after[("forget-main", "m3")] == TEXTS[3]
+    assert ("forget-main", "m2") not in vectors(home, project["cwd"])  # its vectors went
+    assert ("forget-main", "m3") in vectors(home, project["cwd"])
+    assert "for routing" not in json.dumps(api.retrieve(semantic, settings=settings_for(home)))
     assert holding(every_answer(home, session, KEPT, ["m2"]), "for routing") == []
     assert holding(every_answer(home, session, KEPT, ["m3"]), "routing layer") == PATHS
 

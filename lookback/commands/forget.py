@@ -130,14 +130,20 @@ def _forget_manifests(settings: Settings, project: ProjectDir, session_id: str) 
 
 
 def _line(report: ForgetReport) -> str:
+    counts = (f"{_count(report.entries, 'entry', 'entries')} in "
+              f"{_count(report.sessions, 'session', 'sessions')}")
     if report.dry_run:
-        return (f"{report.project}: would forget {report.entries:,} entries in "
-                f"{report.sessions:,} sessions ({report.events_scrubbed:,} logged events)")
-    line = (f"{report.project}: forgot {report.entries:,} entries in {report.sessions:,} "
-            f"sessions ({report.events_scrubbed:,} logged events scrubbed); "
+        return (f"{report.project}: would forget {counts} "
+                f"({_count(report.events_scrubbed, 'logged event', 'logged events')})")
+    line = (f"{report.project}: forgot {counts} "
+            f"({_count(report.events_scrubbed, 'logged event', 'logged events')} scrubbed); "
             f"{report.bytes_before:,} -> {report.bytes_after:,} bytes in {report.seconds:.2f}s")
     if report.damaged_copies:
         line += (f"\n  {len(report.damaged_copies)} damaged copies kept by an earlier repair "
                  f"may still hold the text: delete {', '.join(report.damaged_copies)} in "
                  f"the project folder")
     return line
+
+
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number:,} {one if number == 1 else many}"
