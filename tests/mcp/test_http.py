@@ -133,7 +133,8 @@ def test_held_and_silent_connections_cannot_starve_a_tool_call(projects, tmp_pat
     lines = log_path.read_text().splitlines()
     assert not [line for line in lines if "Too many open files" in line]
     overload = [json.loads(line) for line in lines if '"mcp-overload"' in line]
-    assert 1 <= len(overload) <= 3 and overload[0]["limit"] == 32  # once per interval
+    # one line per 10 s with its count, not one per connection (268 closed or refused)
+    assert 1 <= len(overload) < 10 and overload[0]["limit"] == 32
 
 
 def wait_for_listening(log_path: Path, process: subprocess.Popen) -> str:

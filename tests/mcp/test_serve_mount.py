@@ -47,3 +47,12 @@ def test_the_transports_guard_and_tokens_come_first(served):
         "accept": ACCEPT["accept"], "authorization": f"Bearer {TOKEN_A}",
         "content-type": "text/plain"})
     assert answer.status_code == 415
+
+
+def test_a_get_is_answered_at_once_not_held(served):
+    """Issue 29 (5): the endpoint has no SSE stream; a GET is refused with 405 at once
+    rather than held until the request's time limit."""
+    answer = httpx2.get(f"{served}/mcp", headers={
+        "accept": "text/event-stream", "authorization": f"Bearer {TOKEN_A}"}, timeout=60)
+    assert answer.status_code == 405
+    assert answer.json()["error"]["code"] == "method-not-allowed"
