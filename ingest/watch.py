@@ -62,28 +62,31 @@ class Watcher:
 
     def poll(self) -> WatchRound:
         """One round: look at hot files (all files, on a rescan) and ingest changes."""
+        unreadable: list[str] = []  # folders that cannot be listed: the others go on
         try:
-            changed = self.changed()
+            changed = self.changed(unreadable)
         except PathProblem as problem:  # a folder vanished mid-walk: next rescan
             return WatchRound(errors=[str(problem)])
-        result = WatchRound(files_changed=len(changed))
+        result = WatchRound(files_changed=len(changed), errors=unreadable)
         if changed:
             report = ingest_files([path for path, _ in changed], self.sink,
                                   max_line_bytes=self.max_line_bytes, excluded=self.excluded)
             result.events = report.events
-            result.errors = report.errors
+            result.errors = [*unreadable, *report.errors]
             self._remember(changed, report, time.monotonic())
         self.totals.files_changed += result.files_changed
         self.totals.events += result.events
         return result
 
-    def changed(self) -> list[tuple[Path, Stamp]]:
+    def changed(self, unreadable: list[str] | None = None) -> list[tuple[Path, Stamp]]:
         """The hot files (every file, when a rescan is due) whose stamp is not the one
-        ingested last. Raises PathProblem when a folder vanished mid-walk."""
+        ingested last; a folder that cannot be listed is noted in ``unreadable`` (when
+        given) and skipped. Raises PathProblem when a folder vanished mid-walk."""
         now = time.monotonic()
         if now - self._last_rescan >= self.rescan_seconds:
             self._last_rescan = now
-            candidates = list(session_files([r for r in self.roots if r.exists()]))
+            candidates = list(session_files([r for r in self.roots if r.exists()],
+                                            unreadable=unreadable))
         else:
             candidates = [p for p, at in list(self._hot.items()) if now - at < self.hot_seconds]
         return [(path, stamp) for path in candidates

@@ -478,8 +478,8 @@ class FreshnessEngine:
 
     def _tail(self) -> None:
         while not self._stop.wait(self.watcher.poll_seconds):
-            try:
-                changed = self.watcher.changed()
+            try:  # a folder that cannot be listed is skipped, the others are tailed
+                changed = self.watcher.changed(unreadable=[])
             except PathProblem:
                 continue  # a folder vanished mid-walk: next rescan
             for path, _ in changed:

@@ -504,3 +504,38 @@ def test_config_prints_each_setting_with_its_origin(run, home, tmp_path, monkeyp
     assert code == 0 and report["file"] == str(config) and report["file_exists"]
     assert report["settings"]["home"] == {"value": str(tmp_path / "h"), "origin": "--home"}
     assert report["settings"]["server.port"] == {"value": 9100, "origin": str(config)}
+
+
+def test_watch_goes_on_past_a_folder_it_cannot_read(tmp_path_factory):
+    """One unreadable folder made every rescan fail, so nothing beside it was watched."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="lookback-watch-unreadable-"))
+    try:
+        base.chmod(0o755)
+        sessions, home = base / "sessions", base / "home"
+        (sessions / "locked").mkdir(parents=True)
+        (sessions / "open").mkdir()
+        home.mkdir()
+        home.chmod(0o777)
+        shutil.copy(fixture_path("branching.jsonl"), sessions / "open" / "a.jsonl")
+        for path in (sessions, sessions / "open", sessions / "open" / "a.jsonl"):
+            path.chmod(0o755)
+        (sessions / "locked").chmod(0o000)
+        environ = {**os.environ, "LOOKBACK_HOME": str(home), "HOME": str(home),
+                   "XDG_CONFIG_HOME": str(home)}
+        environ.pop("LOOKBACK_CONFIG", None)
+        environ.pop("LOOKBACK_REDIS_URL", None)
+        command = _as_another_user([sys.executable, "-m", "lookback.cli", "watch", "--once",
+                                    str(sessions)])
+        done = subprocess.run(command, env=environ, capture_output=True, text=True,
+                              timeout=120, cwd=base)
+        assert done.returncode == 0, done.stderr
+        assert f"lookback: error: {sessions / 'locked'}: Permission denied" in done.stderr
+        assert "events from 1 changed files" in done.stderr
+    finally:
+        (base / "sessions" / "locked").chmod(0o700)
+        shutil.rmtree(base, ignore_errors=True)
