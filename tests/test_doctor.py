@@ -149,6 +149,21 @@ def test_the_pi_package_is_found_by_its_content_wherever_it_lies(user, capsys, t
     assert doctor(capsys)[1]["pi package"][0]["status"] == "ok"
 
 
+def test_the_readers_fix_starts_it_in_the_background(user, capsys):
+    """The fix of a fresh machine's reader note, run as written, starts the reader; it was the
+    foreground `lookback serve`, which never returns."""
+    _, found = doctor(capsys)
+    assert found["reader"][0]["status"] == "note"
+    try:
+        assert lookback(*shlex.split(found["reader"][0]["fix"])[1:]) == 0
+        deadline = time.monotonic() + 60
+        while doctor(capsys)[1]["reader"][0]["status"] != "ok":  # it starts in the background
+            assert time.monotonic() < deadline, "the reader did not answer within 60 s"
+            time.sleep(0.2)
+    finally:
+        lookback("serve", "--stop")
+
+
 def test_a_running_reader_is_found_with_its_version_and_mode(user, capsys):
     settings = load_settings()
     server = make_server(settings)  # on the data home's Unix socket
