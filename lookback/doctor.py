@@ -504,15 +504,10 @@ def _mcp_problem(entry: dict[str, Any], register: str) -> tuple[str, str] | None
     try:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
+        from lookback.mcp import sdk_install_command
+
         return "the MCP SDK is not installed", sdk_install_command()
     return None
-
-
-def sdk_install_command() -> str:
-    """The command that adds the MCP SDK to this Lookback's Python."""
-    from lookback.mcp import SDK_REQUIREMENT
-
-    return shlex.join([sys.executable, "-m", "pip", "install", SDK_REQUIREMENT])
 
 
 def check_freshness(situation: Situation) -> list[Finding]:

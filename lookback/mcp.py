@@ -84,18 +84,30 @@ class ToolRefused(UserError):
 SDK_REQUIREMENT = "mcp>=2.3,<3"
 
 
+def sdk_install_command() -> str:
+    """The command that adds the MCP SDK to this very Python: its own pip; in a pipx venv
+    ``pipx inject``; in another environment without pip (``uv tool install`` makes those)
+    uv's pip."""
+    import importlib.util
+    import shlex
+    import sys
+    from pathlib import Path
+
+    if importlib.util.find_spec("pip") is not None:
+        return shlex.join([sys.executable, "-m", "pip", "install", SDK_REQUIREMENT])
+    venv = Path(sys.prefix)
+    if venv.parent.name == "venvs" and venv.parent.parent.name == "pipx":
+        return shlex.join(["pipx", "inject", venv.name, SDK_REQUIREMENT])
+    return shlex.join(["uv", "pip", "install", "--python", sys.executable, SDK_REQUIREMENT])
+
+
 def require_sdk() -> None:
     """Raise a UserError naming the command that installs the MCP SDK into this Python."""
     try:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
-        import shlex
-        import sys
-
-        install = shlex.join([sys.executable, "-m", "pip", "install", SDK_REQUIREMENT])
-        raise UserError(f"`lookback mcp` needs the MCP SDK in this Lookback's Python: {install} "
-                        "(from a clone: pip install -e '.[mcp]'; installed with uv: uv tool "
-                        f"install --with '{SDK_REQUIREMENT}' <the same source>)") from None
+        raise UserError("`lookback mcp` needs the MCP SDK in this Lookback's Python: "
+                        f"{sdk_install_command()}") from None
 
 
 class HistoryTools:

@@ -151,7 +151,7 @@ def test_the_users_path_from_the_wheel_off_the_path(installed):
     # `lookback mcp` without the SDK names the command that installs it; that command works.
     failed = installed.run("mcp", check=False, stdin="")
     assert failed.returncode == 2 and "pi-lookback[mcp]" not in failed.stderr
-    install = failed.stderr.split("Python: ", 1)[1].split(" (from a clone", 1)[0]
+    install = failed.stderr.split("Python: ", 1)[1].strip()
     assert install.startswith(str(installed.venv / "bin" / "python"))  # this venv's pip
     installed.shell(install)
     probe = subprocess.run([str(installed.venv / "bin" / "python"), "-c",

@@ -160,3 +160,18 @@ def test_without_the_sdk_lookback_mcp_names_the_command_that_installs_it(monkeyp
     assert install in capsys.readouterr().err
     assert cli.main(["serve", "--mcp", "--port", "0"]) == 2
     assert install in capsys.readouterr().err
+
+
+def test_the_sdk_command_fits_the_environment(monkeypatch):
+    """pip where there is one; `pipx inject` in a pipx venv and uv's pip in a uv tool's venv,
+    which have none (each run by hand against real pipx and uv installs: docs/mcp.md)."""
+    import importlib.util
+
+    from lookback.mcp import sdk_install_command
+
+    assert sdk_install_command() == f"{sys.executable} -m pip install 'mcp>=2.3,<3'"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # no pip
+    monkeypatch.setattr(sys, "prefix", "/home/u/.local/share/pipx/venvs/pi-lookback")
+    assert sdk_install_command() == "pipx inject pi-lookback 'mcp>=2.3,<3'"
+    monkeypatch.setattr(sys, "prefix", "/home/u/.local/share/uv/tools/pi-lookback")
+    assert sdk_install_command() == f"uv pip install --python {sys.executable} 'mcp>=2.3,<3'"
