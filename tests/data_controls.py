@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lookback import api, claude_hook
+from lookback import api, claude_hook, codex_hook
 from lookback.mcp import HistoryTools
 from lookback.settings import Settings
 from tests.server.client import Client
@@ -92,7 +92,7 @@ def every_answer(home: Path, session_file: Path, query: str, entry_ids: list[str
                  environ: dict[str, str] | None = None, **settings: Any) -> dict[str, str]:
     """What every path that returns session text answers about ``query`` (retrieval,
     search over the project, and reading each of ``entry_ids`` with its neighbours), by
-    path: the Python API, HTTP, the CLI, the MCP tools and the Claude Code hook.
+    path: the Python API, HTTP, the CLI, the MCP tools, the Claude Code and Codex hooks.
     ``settings`` are the reader's, ``environ`` the CLI's (the same settings as variables)."""
     found: dict[str, str] = {}
     with live_reader(home, **settings) as reader:
@@ -117,6 +117,11 @@ def every_answer(home: Path, session_file: Path, query: str, entry_ids: list[str
                            "hook_event_name": "UserPromptSubmit"}).encode()
         found["hook"] = claude_hook.run_hook(hook, url=reader.url, home=reader.home,
                                              provider="anthropic", timeout_ms=5000) or ""
+        codex = json.dumps({"session_id": "s", "turn_id": "t", "transcript_path":
+                            str(session_file), "cwd": str(home), "prompt": query,
+                            "hook_event_name": "UserPromptSubmit"}).encode()
+        found["codex-hook"] = codex_hook.run_hook(codex, url=reader.url, home=reader.home,
+                                                  provider="openai", timeout_ms=5000) or ""
     done = lookback(home, "search", query, "--session-file", str(session_file),
                     "--scope", "project", "--json", **(environ or {}))
     found["cli"] = done.stdout + done.stderr

@@ -31,7 +31,7 @@ TEXTS = [f"the {SECRET} goes in the vault, do not share it",
          f"we also chose {KEPT} for routing",
          f"{KEPT} is configured for the routing layer",
          "some filler about the weather", "more filler about lunch"]
-PATHS = ["api", "cli", "hook", "http", "mcp"]
+PATHS = ["api", "cli", "codex-hook", "hook", "http", "mcp"]
 #: Words of the forgotten turns (the answers echo the query's own terms, never these).
 FORGOTTEN = "in the vault"
 

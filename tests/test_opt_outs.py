@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lookback import api, claude_hook
+from lookback import api, claude_hook, codex_hook
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
 from tests.data_controls import (
@@ -21,7 +21,7 @@ from tests.data_controls import (
 )
 from tests.support import index_paths
 
-PATHS = ["api", "cli", "hook", "http", "mcp"]
+PATHS = ["api", "cli", "codex-hook", "hook", "http", "mcp"]
 MARKED = [
     "the deploy notes: <private>PASSWORD_HUNTER_42 is the root password</private> and the "
     "host is ORCHID_HOST_7 behind the gateway",
@@ -129,12 +129,17 @@ def test_a_message_can_opt_out_of_retrieval(home, tmp_path):
                                "hook_event_name": "UserPromptSubmit"}).encode()
             found.append(claude_hook.run_hook(hook, url=reader.url, home=reader.home,
                                               provider="anthropic", timeout_ms=5000) or "")
+            codex = json.dumps({"session_id": "s", "turn_id": "t",
+                                "transcript_path": str(session), "cwd": str(home),
+                                "prompt": message, "hook_event_name": "UserPromptSubmit"})
+            found.append(codex_hook.run_hook(codex.encode(), url=reader.url, home=reader.home,
+                                             provider="openai", timeout_ms=5000) or "")
         return [answer for answer in found if "for the edge" in answer]
 
-    assert len(retrieved("why FERN_ROUTER_12?")) == 3
+    assert len(retrieved("why FERN_ROUTER_12?")) == 4
     assert retrieved("[lookback:skip] why FERN_ROUTER_12?") == []
     assert retrieved("  [LOOKBACK:SKIP]\nwhy FERN_ROUTER_12?") == []
-    assert len(retrieved(r"\[lookback:skip] why FERN_ROUTER_12?")) == 3  # escaped: literal
+    assert len(retrieved(r"\[lookback:skip] why FERN_ROUTER_12?")) == 4  # escaped: literal
     with live_reader(home) as reader:
         answer = reader.client.post("/v1/retrieve", {"session_file": str(session),
                                                      "message": "[lookback:skip] FERN"}).body
