@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -292,8 +293,8 @@ def command_problem(argv: list[str]) -> str | None:
         return None if Path(scripts[0]).resolve() == ours else \
             f"runs another Lookback ({scripts[0]})"
     python = found if "-m" in argv else (_shebang(Path(found)) or found)
-    if Path(python).absolute() == Path(sys.executable).absolute():
-        return None
+    if Path(python).absolute().parent == Path(sys.executable).absolute().parent:
+        return None  # this venv's own bin folder
     try:
         done = subprocess.run([python, "-P", "-c", "import lookback; print(lookback.__file__)"],
                               capture_output=True, text=True, timeout=30, check=False)
@@ -339,12 +340,13 @@ def check_claude_hook(situation: Situation) -> list[Finding]:
         problem = _hook_problem(str(commands[-1]), situation.reader_url,
                                 situation.settings.home)
         if problem:
-            fix = fix if place == places[0] else \
-                f"lookback install claude-code --project {shlex.quote(str(situation.cwd))}"
+            shared = " --shared" if place == places[1] else ""
+            fix = fix if place == places[0] else f"lookback install claude-code{shared} " \
+                f"--project {shlex.quote(str(situation.cwd))}"
             return [Finding("claude-code hook", PROBLEM, f"the hook in {place} {problem}", fix)]
         return [Finding("claude-code hook", OK, f"installed in {place}")]
     return [Finding("claude-code hook", PROBLEM, "Lookback's UserPromptSubmit hook is not in "
-                    f"{places[0]} nor in this project's .claude/settings.json", fix)]
+                    f"{places[0]} nor in this project's .claude/settings(.local).json", fix)]
 
 
 def _hook_groups(settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -634,7 +636,26 @@ def run_checks(situation: Situation, checks: Iterable[Check] = CHECKS) -> list[F
         except Exception as error:  # one broken check never hides the others
             name = check.__name__.removeprefix("check_").replace("_", " ")
             findings.append(Finding(name, PROBLEM, f"the check failed: {type(error).__name__}"))
+    program = lookback_program(situation.environ)
+    if program != "lookback":  # each fix as the user can run it: this Lookback, by its path
+        for finding in findings:
+            if finding.fix:
+                finding.fix = re.sub(r"(^|&& )lookback ", lambda m: f"{m[1]}{program} ",
+                                     finding.fix)
     return findings
+
+
+def lookback_program(environ: dict[str, str]) -> str:
+    """How the user reaches this Lookback: ``lookback`` when the PATH's is this one, else
+    the script they ran by its path (``.venv/bin/lookback``), else this Python's module."""
+    found = shutil.which("lookback", path=environ.get("PATH", ""))
+    if found and command_problem([found]) is None:
+        return "lookback"
+    script = Path(sys.argv[0]).absolute() if sys.argv and sys.argv[0] else None
+    if script and script.name == "lookback" and script.is_file() and \
+            command_problem([str(script)]) is None:
+        return shlex.quote(str(script))
+    return shlex.join(pi_package.this_command())
 
 
 def report(findings: list[Finding]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -44,6 +45,8 @@ def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("LOOKBACK_HOME", str(home / "lookback-data"))
     monkeypatch.delenv("LOOKBACK_CONFIG", raising=False)
     monkeypatch.setenv("LOOKBACK_SERVER__PORT", str(_free_port()))
+    # This Lookback's `lookback` on the PATH: the fixes name it bare (see the test below).
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.chdir(home / "work")
     return home
 
@@ -130,7 +133,8 @@ def test_the_pi_package_is_found_by_its_content_wherever_it_lies(user, capsys, t
     assert found["details"]["package"] == str(settings_file.parent / relative)
     assert found["summary"].endswith("starts the reader with lookback, which is not found on "
                                      "the PATH")
-    assert found["fix"] == "lookback install pi"
+    program = shlex.join([sys.executable, "-P", "-m", "lookback"])  # none on this PATH
+    assert found["fix"] == f"{program} install pi"
 
     packed = tmp_path / "lookback-pi-0.1.0.tgz"
     import tarfile
@@ -138,7 +142,7 @@ def test_the_pi_package_is_found_by_its_content_wherever_it_lies(user, capsys, t
         archive.add(neutral / "package.json", "package/package.json")
     found = pi_finding([str(packed)])
     assert found["status"] == "problem" and "packed tarball" in found["summary"]
-    assert found["fix"] == f"pi remove {packed} && lookback install pi"
+    assert found["fix"] == f"pi remove {packed} && {program} install pi"
 
     # `lookback install pi` replaces the entries that are Lookback's, wherever they lie.
     settings_file.write_text(json.dumps({"packages": ["npm:other", relative]}))
@@ -146,6 +150,20 @@ def test_the_pi_package_is_found_by_its_content_wherever_it_lies(user, capsys, t
     assert lookback("install", "pi") == 0
     packages = json.loads(settings_file.read_text())["packages"]
     assert packages == ["npm:other", str(user / "lookback-data" / "pi-extension")]
+    assert doctor(capsys)[1]["pi package"][0]["status"] == "ok"
+
+
+def test_off_the_path_each_fix_names_this_lookback_by_its_path(user, capsys, monkeypatch):
+    """The README leaves `lookback` in a venv: a fix saying `lookback install pi` was a
+    command not found. Off the PATH a fix names this Lookback itself, and runs as printed."""
+    monkeypatch.setenv("PATH", os.defpath)
+    _, found = doctor(capsys)
+    program = shlex.join([sys.executable, "-P", "-m", "lookback"])
+    assert found["pi package"][0]["fix"] == f"{program} install pi"
+    env = {**os.environ, "PATH": os.defpath}
+    done = subprocess.run(found["pi package"][0]["fix"], shell=True, env=env, cwd=user / "work",
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
     assert doctor(capsys)[1]["pi package"][0]["status"] == "ok"
 
 

@@ -65,13 +65,13 @@ def test_doctor_sees_what_pi_and_claude_code_wrote(tmp_path):
     run([str(pi), "install", str(shipped)], env, project)
     found = doctor(env, project)["pi package"]
     assert found["details"]["package"] != "" and "not found on the PATH" in found["summary"]
-    assert found["fix"] == "lookback install pi"
+    assert found["fix"] == f"{LOOKBACK} install pi"  # none on the PATH: this one, by its path
 
     # The fixes, exactly as the doctor words them (the MCP ones name this Python).
     for fix in (found["fix"], before["mcp: pi"]["summary"].split("(optional): ")[1],
                 before["mcp: claude-code"]["summary"].split("(optional): ")[1]):
         program, *rest = shlex.split(fix)
-        command = {"lookback": [LOOKBACK], "pi": [str(pi)], "claude": claude}[program]
+        command = {LOOKBACK: [LOOKBACK], "pi": [str(pi)], "claude": claude}[program]
         run([*command, *rest], env, project)
 
     after = doctor(env, project)
@@ -94,7 +94,7 @@ def test_doctor_sees_what_codex_wrote(tmp_path):
 
     before = doctor(env, project)
     assert before["codex hook"]["status"] == "problem"
-    assert before["codex hook"]["fix"] == "lookback install codex"
+    assert before["codex hook"]["fix"] in ("lookback install codex", f"{LOOKBACK} install codex")
     assert before["mcp: codex"]["status"] == "note"
 
     run([LOOKBACK, "install", "codex"], env, project)
