@@ -13,6 +13,9 @@ question's id): hit@5 (any answering entry among the first 5) and MRR for rare-w
 (``rare``) and paraphrased (``para``) questions; for ``control`` questions (history does
 not answer them) and ``tail`` ones (answered only by entries still in context) the share
 that got no evidence; evidence tokens per message, median and p90, over every question.
+With ``--semantic``, the vectors alone too: hit@5 and MRR of the entries the answer may
+come from (on the branch, not in context) ranked by similarity alone, as the semantic
+step scores them (``bench_semantic_recall.vector_ranking``).
 """
 
 from __future__ import annotations
@@ -65,6 +68,36 @@ def ask_all(home: Path, data: dict, semantic: bool, embedder: str | None) -> lis
                      "warnings": answer["diagnostics"].get("warnings", [])})
     reader.close()
     return rows
+
+
+def vectors_alone(home: Path, data: dict, embedder_name: str) -> dict[str, int | None]:
+    """Each question's rank of its first answer among the allowed entries of its session
+    by similarity alone (None: not found)."""
+    from bench.bench_semantic_recall import vector_ranking
+    from lookback.embedders.registry import get_embedder
+    from lookback.index.layout import project_dir
+    from lookback.index.store import open_reader
+    from lookback.index.tree import branch, context_entries, leaf_of
+
+    embedder = get_embedder(embedder_name)
+    ranks: dict[str, int | None] = {}
+    for name, session in data["sessions"].items():
+        path = ROOT / session["file"]
+        cwd = cwd_of(path)
+        database = open_reader(project_dir(home, cwd).index_path())
+        (session_id,) = database.execute("SELECT session_id FROM sessions").fetchone()
+        entries = branch(database, session_id, leaf_of(database, session_id))
+        allowed = ({e.entry_id for e in entries}
+                   - {e.entry_id for e in context_entries(entries)})
+        database.close()
+        for question in data["questions"]:
+            if question["session"] != name:
+                continue
+            ranked = vector_ranking(home, embedder, question["question"], allowed,
+                                    cwd=cwd, session=session_id)
+            ranks[question["id"]] = next((place for place, entry in enumerate(ranked, 1)
+                                          if entry in question["answers"]), None)
+    return ranks
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -130,6 +163,18 @@ def main() -> None:
             for cwd in sorted({cwd_of(path) for path in files}):
                 build_embeddings(home, cwd, model)
         rows = ask_all(home, data, args.semantic, embedder)
+        if embedder:
+            ranks = vectors_alone(home, data, embedder)
+            for split in ("tuning", "held-out", "all"):
+                parts = []
+                for kind in ("rare", "para"):
+                    chosen = [q for q in data["questions"] if q["kind"] == kind
+                              and (split == "all" or q["split"] == split)]
+                    found = [ranks[q["id"]] for q in chosen]
+                    hits = sum(1 for rank in found if rank and rank <= 5)
+                    mrr = statistics.fmean(1 / rank if rank else 0.0 for rank in found)
+                    parts.append(f"{kind} hit@5 {hits}/{len(chosen)} (MRR {mrr:.2f})")
+                print(f"vectors alone, {split}: " + "; ".join(parts))
     print(f"{len(rows)} questions, {'semantic ' + str(embedder) if embedder else 'lexical'}")
     figures = report(rows)
     fallbacks = sum(1 for r in rows if any(w.startswith("semantic") for w in r["warnings"]))

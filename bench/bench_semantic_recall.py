@@ -90,17 +90,17 @@ class Scope:
 
 
 def vector_ranking(home: Path, embedder: EmbeddingPort, question: str,
-                   allowed: set[str]) -> list[str]:
-    """Entry ids of the allowed scope as the hybrid step ranks them: by
+                   allowed: set[str], cwd: str = CWD, session: str = SESSION) -> list[str]:
+    """Entry ids of the allowed scope of ``session`` as the hybrid step ranks them: by
     ``hybrid.entry_scores`` (the mean of the two best chunks) less the chunk-count
     penalty (``hybrid.CHUNK_PENALTY``)."""
-    database = open_reader(project_dir(home, CWD).index_path())
+    database = open_reader(project_dir(home, cwd).index_path())
     current, params = Stamp.of(embedder).sql()
     rows = database.execute(
         f"SELECT e.entry_id, v.vector FROM embeddings v JOIN entries e ON "
         f"e.session_id = v.session_id AND e.entry_id = v.entry_id "
         f"WHERE v.session_id = ? AND {current} ORDER BY e.rowid, v.chunk",
-        [SESSION, *params]).fetchall()
+        [session, *params]).fetchall()
     database.close()
     rows = [row for row in rows if row[0] in allowed]
     matrix = decode([row[1] for row in rows], embedder.dimensions)
