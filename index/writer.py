@@ -24,6 +24,7 @@ corruption, busy) still fail the whole batch.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from collections.abc import Callable, Iterable
@@ -39,8 +40,12 @@ from lookback.ingest import jsonio
 from lookback.ingest.events import Event, EventError
 
 
+@functools.lru_cache(maxsize=2)
 def text_hash(text: str) -> str:
-    """Equal for texts that differ only in case and whitespace (for deduplication)."""
+    """Equal for texts that differ only in case and whitespace (for deduplication).
+
+    The last two are kept: with tombstones (``index.tombstones``) an entry's text is hashed
+    to check it, then again to store it; the second is a lookup."""
     normalized = " ".join(text.split()).casefold()
     return hashlib.blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
