@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -88,7 +89,8 @@ class Reader:
 
     def __init__(self, environ: dict[str, str]) -> None:
         # On the user's Unix socket, as clients use it (in a runtime folder of its own).
-        env = {**os.environ, **environ, "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="lb-run-")}
+        self.runtime = tempfile.mkdtemp(prefix="lb-run-")
+        env = {**os.environ, **environ, "XDG_RUNTIME_DIR": self.runtime}
         self.socket = local_reader.socket_path(environ["LOOKBACK_HOME"], env)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "lookback.cli", "serve", "--quiet"],
@@ -114,6 +116,7 @@ class Reader:
         self.connection.close()
         self.process.terminate()
         self.process.wait(timeout=10)
+        shutil.rmtree(self.runtime, ignore_errors=True)
 
 
 class IndexProbe:

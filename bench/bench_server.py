@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -60,7 +61,8 @@ class Server:
     def __init__(self, environ: dict[str, str], max_open_files: int | None = None) -> None:
         # On the user's Unix socket, as clients use it; each server in a runtime folder of
         # its own (two serve one home here).
-        env = {**os.environ, **environ, "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="lb-run-")}
+        self.runtime = tempfile.mkdtemp(prefix="lb-run-")
+        env = {**os.environ, **environ, "XDG_RUNTIME_DIR": self.runtime}
         self.socket = local_reader.socket_path(environ["LOOKBACK_HOME"], env)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "lookback.cli", "serve", "--quiet"],
@@ -90,6 +92,7 @@ class Server:
         self.connection.close()
         self.process.terminate()
         self.process.wait(timeout=10)
+        shutil.rmtree(self.runtime, ignore_errors=True)
 
 
 def _limit_files(count: int) -> None:
