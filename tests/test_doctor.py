@@ -153,6 +153,17 @@ def test_the_pi_package_is_found_by_its_content_wherever_it_lies(user, capsys, t
     assert doctor(capsys)[1]["pi package"][0]["status"] == "ok"
 
 
+def test_a_copy_of_the_extension_from_another_version_is_a_problem(user, capsys):
+    """After an upgrade Pi still loads the copy `install pi` made: doctor says so."""
+    assert lookback("install", "pi") == 0
+    copy = user / "lookback-data" / "pi-extension" / "index.ts"
+    copy.write_text(copy.read_text() + "\n// an older version\n")
+    found = doctor(capsys)[1]["pi package"][0]
+    assert found["status"] == "problem" and "not this Lookback's version" in found["summary"]
+    assert lookback(*shlex.split(found["fix"])[1:]) == 0
+    assert doctor(capsys)[1]["pi package"][0]["status"] == "ok"
+
+
 def test_off_the_path_each_fix_names_this_lookback_by_its_path(user, capsys, monkeypatch):
     """The README leaves `lookback` in a venv: a fix saying `lookback install pi` was a
     command not found. Off the PATH a fix names this Lookback itself, and runs as printed."""
