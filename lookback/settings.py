@@ -170,6 +170,11 @@ class Workers(Section, frozen=True):
     sweep_seconds: PositiveFloat = 5.0
     #: this worker host's name in project ownership claims; empty: the machine's name
     host: str = ""
+    #: a worker host that stops renewing its lease loses its projects after this long
+    lease_seconds: PositiveFloat = 15.0
+    #: keep every event in Redis (no trim): a host taking a dead host's project rebuilds
+    #: from it; needed for failover without the dead host's disk (docs/scaling.md)
+    keep_log: bool = False
 
 
 class Reader(Section, frozen=True):

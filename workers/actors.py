@@ -20,6 +20,7 @@ from lookback.workers.apply import UnknownProject, drain
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig, redis_client
 from lookback.workers.embed import EMBED_ACTOR, EmbedSettings, nudge_embed, run_embed
 from lookback.workers.nudge import APPLY_ACTOR, REBUILD_ACTOR, broker_for, nudge
+from lookback.workers.owner import LeaseThread
 from lookback.workers.reindex import run_rebuild
 from lookback.workers.sweeper import SweeperThread
 
@@ -33,18 +34,22 @@ broker = broker_for(config)
 
 
 class SweeperMiddleware(Middleware):
-    """Starts the sweeper thread when a worker process boots, stops it on shutdown."""
+    """Starts the sweeper and the host-lease threads when a worker process boots
+    (the lease renewed once first), stops them on shutdown."""
 
     def __init__(self) -> None:
-        self.thread: SweeperThread | None = None
+        self.threads: list[SweeperThread | LeaseThread] = []
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        self.thread = SweeperThread(config, redis_client(config))
-        self.thread.start()
+        lease = LeaseThread(config, redis_client(config))
+        lease.renew()
+        self.threads = [lease, SweeperThread(config, redis_client(config))]
+        for thread in self.threads:
+            thread.start()
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        if self.thread is not None:
-            self.thread.stop()
+        for thread in self.threads:
+            thread.stop()
 
 
 broker.add_middleware(SweeperMiddleware())

@@ -2,9 +2,10 @@
 
 ``drain`` takes the project's writer lock (``ProjectWriter``: one writer per project
 by construction), reads the stream after the cursor stored in the index, and applies
-it in bounded batches, checking before each batch and each trim that this host
-still owns the project (a move pauses it: see workers.owner). Each batch's rows and
-the new cursor commit in one ``BEGIN IMMEDIATE`` transaction, and every event
+it in bounded batches, checking inside each batch's transaction, just before its
+commit, and before each trim that this host still owns the project under the epoch
+it started with (a move pauses it, a dead host's lease expires: see workers.owner).
+Each batch's rows and the new cursor commit in one ``BEGIN IMMEDIATE`` transaction, and every event
 carries its stream id as source id, so a crash anywhere means the next drain repeats
 at most an uncommitted batch, and nothing is applied twice. Applied entries are then
 trimmed from the stream.
@@ -35,9 +36,9 @@ from lookback.index.store import read_meta, write_meta
 from lookback.index.writer import BAD_EVENT_ERRORS
 from lookback.ingest.events import Event, EventError
 from lookback.workers.config import ServiceConfig
-from lookback.workers.log import START, LogItem, read_after, trim_through
+from lookback.workers.log import START, LogItem, read_after, trim_through, trimmed_past
 from lookback.workers.nudge import APPLY_ACTOR, send
-from lookback.workers.owner import Applying, Owner, claim, is_mine
+from lookback.workers.owner import Applying, Fenced, Owner, claim, is_mine
 from lookback.workers.port import RedisPort
 
 logger = logging.getLogger("lookback.workers")
@@ -101,29 +102,48 @@ def drain(config: ServiceConfig, client: RedisPort, project: str, *,
         with ProjectWriter(config.home, info["cwd"], namespace=info.get("namespace", ""),
                            lock_timeout=config.lock_timeout) as writer:
             report.cursor = read_meta(writer.connection, CURSOR_META) or START
+            missing = trimmed_past(client, stream, report.cursor)
+            if missing is not None:  # applying the rest would serve a partial index
+                logger.error("project %s: events up to %s were trimmed from Redis after "
+                             "this index's cursor %s (applied on another host); applying "
+                             "nothing (docs/scaling.md)", project, missing, report.cursor)
+                report.skipped = f"missing events up to {missing}"
+                return report
             while True:
                 items = read_after(client, stream, report.cursor,
                                    max_events=config.batch_events,
                                    max_bytes=config.batch_bytes)
                 if not items:
                     break
-                if not applying.allowed():
+                try:  # the owner is checked inside the batch's transaction (fencing)
+                    report.cursor = _apply_items(config, client, project, writer, items,
+                                                 report, applying.check,
+                                                 namespace=info.get("namespace", ""))
+                except Fenced:
                     return _stopped(config, project, applying.owner, report)
-                report.cursor = _apply_items(config, client, project, writer, items, report,
-                                             namespace=info.get("namespace", ""))
                 report.batches += 1
                 if not applying.allowed():  # the batch stays in the stream for the next owner
                     return _stopped(config, project, applying.owner, report)
-                trim_through(client, stream, report.cursor)
+                _applied(config, client, project, report.cursor)
                 if on_batch is not None:
                     on_batch(report.batches)
                 if time.monotonic() >= deadline:
                     report.more = True
                     break
             if not report.more and applying.allowed():
-                trim_through(client, stream, report.cursor)  # after a crash before a trim
+                _applied(config, client, project, report.cursor)  # after a crash before a trim
     _log(report)
     return report
+
+
+def _applied(config: ServiceConfig, client: RedisPort, project: str, cursor: str) -> None:
+    """Record the applied cursor in Redis (the sweeper's and status's hint), and trim
+    the stream through it unless every event is kept for a new owner (keep_log)."""
+    if cursor == START:
+        return
+    client.set(config.applied_key(project), cursor)
+    if not config.keep_log:
+        trim_through(client, config.log_key(project), cursor)
 
 
 def _stopped(config: ServiceConfig, project: str, owner: Owner | None,
@@ -155,7 +175,8 @@ def _leave_alone(config: ServiceConfig, project: str, owner: Owner | None) -> Dr
 
 
 def _apply_items(config: ServiceConfig, client: RedisPort, project: str, writer: ProjectWriter,
-                 items: list[LogItem], report: DrainReport, *, namespace: str = "") -> str:
+                 items: list[LogItem], report: DrainReport, fence: Callable[[], None], *,
+                 namespace: str = "") -> str:
     """Apply one batch in one transaction; returns the cursor after it.
 
     When the batch fails with an apply error, it is applied again one event at a
@@ -173,22 +194,22 @@ def _apply_items(config: ServiceConfig, client: RedisPort, project: str, writer:
     try:
         report.applied += writer.write([event for _, event in good],
                                        source_ids=[stream_id for stream_id, _ in good],
-                                       extra=_advance(last))
+                                       extra=_advance(last, fence))
         return last
     except APPLY_ERRORS:
         pass
     for item, event in decoded:
         if not isinstance(event, Event):
-            writer.write([], extra=_advance(item.stream_id))
+            writer.write([], extra=_advance(item.stream_id, fence))
             continue
         try:
             report.applied += writer.write([event], source_ids=[item.stream_id],
-                                           extra=_advance(item.stream_id))
+                                           extra=_advance(item.stream_id, fence))
         except APPLY_ERRORS as error:
             if not _give_up(config, client, project, item.stream_id, error):
                 raise
             set_aside(config, client, project, item, error)
-            writer.write([], extra=_advance(item.stream_id))
+            writer.write([], extra=_advance(item.stream_id, fence))
             report.set_aside += 1
     return last
 
@@ -205,9 +226,10 @@ def _decode(item: LogItem, project: str, namespace: str) -> Event | EventError |
     return event
 
 
-def _advance(stream_id: str) -> Callable[[apsw.Connection], None]:
+def _advance(stream_id: str, fence: Callable[[], None]) -> Callable[[apsw.Connection], None]:
     def advance(connection: apsw.Connection) -> None:
         write_meta(connection, CURSOR_META, stream_id)
+        fence()  # last, just before the commit: a stale owner's batch rolls back
 
     return advance
 

@@ -17,7 +17,13 @@ Keys (``P`` = prefix, ``K`` = project key, see ``index.layout.project_key``)::
     P poison:K          hash  stream id -> set-aside event and reason
     P failures:K        hash  stream id -> failed attempts so far
     P reindex:K         hash  progress of a background rebuild
-    P owner:K           the host and index home that applies K (workers.owner)
+    P owner:K           the host and index home that applies K, with its fencing
+                        epoch (workers.owner)
+    P epoch:K           counter: INCR on every change of K's owner (the fencing epoch)
+    P lease:H           the live instance of worker host H (``host:home``), ``SET PX``
+                        renewed by its workers; gone = its projects may be taken
+    P applied:K         the last stream id K's owner applied (a hint for the sweeper
+                        and status; the index holds the real cursor)
     P applying:K        hash  drain -> expiry: the drains of K in flight (workers.owner)
     P sweeper           flag: one sweeper round per interval in the whole cluster
                         (workers.sweeper claims it by name, with a TTL)
@@ -68,6 +74,10 @@ class ServiceConfig:
     reindex_on_start: bool = _DEFAULTS.reindex_on_start
     #: this worker host's name in project ownership claims (workers.owner)
     host: str = "localhost"
+    #: a host that has not renewed its lease for this long loses its projects
+    lease_seconds: float = _DEFAULTS.lease_seconds
+    #: keep every event in the stream (never trim): what a new owner rebuilds from
+    keep_log: bool = _DEFAULTS.keep_log
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ServiceConfig:
@@ -85,6 +95,7 @@ class ServiceConfig:
             lock_timeout=workers.lock_timeout, sweep_seconds=workers.sweep_seconds,
             reindex_on_start=workers.reindex_on_start,
             host=workers.host or socket.gethostname(),
+            lease_seconds=workers.lease_seconds, keep_log=workers.keep_log,
         )
 
     # Key names ------------------------------------------------------------------
@@ -124,6 +135,15 @@ class ServiceConfig:
 
     def applying_key(self, project: str) -> str:
         return f"{self.prefix}applying:{project}"
+
+    def epoch_key(self, project: str) -> str:
+        return f"{self.prefix}epoch:{project}"
+
+    def applied_key(self, project: str) -> str:
+        return f"{self.prefix}applied:{project}"
+
+    def lease_key(self, owner_id: str) -> str:
+        return f"{self.prefix}lease:{owner_id}"
 
 
 def redis_client(config: ServiceConfig) -> RedisPort:

@@ -77,6 +77,28 @@ def trim_through(client: RedisPort, key: str, cursor: str) -> int:
     return int(client.xtrim(key, minid=next_id(cursor), approximate=False))
 
 
+def trimmed_past(client: RedisPort, key: str, cursor: str) -> str | None:
+    """The last id trimmed from the stream when it lies after ``cursor`` (events this
+    index never got: another host applied and trimmed them), else None. Redis 7 keeps
+    it as the stream's ``max-deleted-entry-id``."""
+    import redis
+
+    try:
+        info = client.xinfo_stream(key)
+    except redis.ResponseError:  # no stream yet
+        return None
+    deleted = info.get("max-deleted-entry-id") or info.get(b"max-deleted-entry-id")
+    if deleted is None:
+        return None
+    deleted = _bytes(deleted).decode()
+    return deleted if _order(deleted) > _order(cursor) else None
+
+
+def _order(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
 def next_id(stream_id: str) -> str:
     """The smallest stream id after ``stream_id``."""
     ms, _, seq = stream_id.partition("-")

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig
-from lookback.workers.owner import my_queues, owner_of
+from lookback.workers.owner import alive, my_queues, owner_of
 from lookback.workers.port import RedisPort
 
 APPLY_ACTOR = "apply_project"
@@ -56,14 +56,17 @@ def nudge(config: ServiceConfig, client: RedisPort, project: str, *, force: bool
     (or the project is paused for a move).
 
     The nudge goes to the owner's own queue, or to the shared one when the project
-    has no owner yet (the first worker to apply it claims it)."""
+    has no owner yet or its owner's lease is gone (the first live worker to apply
+    it claims it: workers.owner)."""
     fresh = client.set(config.nudge_key(project), "1", nx=True, px=config.nudge_ttl_ms)
     if not fresh and not force:
         return False
     owner = owner_of(config, client, project)
     if owner is not None and owner.paused:
         return False
-    send(config, APPLY_ACTOR, owner.queue if owner is not None else INDEX_QUEUE, project)
+    live = owner is not None and alive(config, client, owner)
+    send(config, APPLY_ACTOR, owner.queue if owner is not None and live else INDEX_QUEUE,
+         project)
     return True
 
 

@@ -1,4 +1,5 @@
-"""The sweeper: nudge every project whose stream still holds events.
+"""The sweeper: nudge every project whose stream still holds events to apply, or
+whose owner's lease is gone (so a live host takes it over: workers.owner).
 
 Nudges can be lost (a worker killed before acking, a producer killed between its
 EXEC and its nudge); the stream cannot. Every ``sweep_seconds`` one sweeper in the
@@ -18,7 +19,7 @@ from lookback.index.rebuild import stale_projects
 from lookback.workers.config import ServiceConfig
 from lookback.workers.log import id_millis
 from lookback.workers.nudge import nudge, request_rebuild
-from lookback.workers.owner import me
+from lookback.workers.owner import alive, me, owner_of
 from lookback.workers.port import RedisPort, entries, text
 from lookback.workers.reindex import mark_queued
 
@@ -31,11 +32,14 @@ def sweep(config: ServiceConfig, client: RedisPort) -> int:
     nudged = 0
     for raw in client.hkeys(config.projects_key):
         project = text(raw)
-        first = entries(client, config.log_key(project), count=1)
-        if not first:
+        applied = client.get(config.applied_key(project))  # the owner's cursor (a hint)
+        first = entries(client, config.log_key(project),
+                        min="-" if applied is None else f"({text(applied)}", count=1)
+        owner = owner_of(config, client, project)
+        orphaned = owner is not None and not owner.paused and not alive(config, client, owner)
+        if not first and not orphaned:
             continue
-        stream_id = first[0][0]
-        overdue = now_ms - id_millis(stream_id) > 2000 * config.sweep_seconds
+        overdue = orphaned or now_ms - id_millis(first[0][0]) > 2000 * config.sweep_seconds
         if nudge(config, client, project, force=overdue):
             nudged += 1
     if nudged:

@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
     threads = args.threads or settings.workers.threads
     if processes < 1 or threads < 1:
         raise UserError("--processes and --threads must be at least 1")
-    from lookback.workers.config import ServiceConfig
-    from lookback.workers.owner import my_queues
+    from lookback.workers.config import ServiceConfig, redis_client
+    from lookback.workers.owner import INSTANCE_ENV, acquire_lease, my_queues, new_instance_token
     from lookback.workers.processes import groups, supervise
 
     environ = dict(os.environ)
@@ -46,6 +46,19 @@ def run(args: argparse.Namespace) -> int:
     print(f"starting {processes} index worker process(es) x {threads} threads"
           f"{'' if args.no_background else ' and 1 background worker'}", file=sys.stderr,
           flush=True)
-    own = my_queues(ServiceConfig.from_settings(settings))
+    config = ServiceConfig.from_settings(settings)
+    token = environ[INSTANCE_ENV] = new_instance_token()
+    client = redis_client(config)
+    try:
+        holder = acquire_lease(config, client, token)
+    finally:
+        client.close()
+    if holder is not None:  # two live workers under one name would split projects
+        raise UserError(
+            f"another live worker runs as host {config.host!r} with data directory "
+            f"{config.home} ({holder}): two workers under one name would split its projects "
+            "across two disks. Give this one its own name (workers.host, e.g. "
+            "LOOKBACK_WORKERS__HOST=$(hostname)), or stop the other one first")
+    own = my_queues(config)
     return supervise(groups(processes, threads, background=not args.no_background, own=own),
                      environ)

@@ -1,0 +1,141 @@
+"""Failover without an operator: leases, fencing epochs, the stream kept for a new owner.
+
+Two "hosts" (two data directories, two real dramatiq worker groups with their own
+``workers.host``) on the real Redis under one private key prefix, with a short lease
+and ``workers.keep_log`` on. A host that stops renewing its lease loses its projects
+to the live one, which rebuilds them from the kept stream; a host paused past its
+lease and resumed writes nothing; every entry ends on the survivor exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from lookback.ingest.pipeline import ingest_files
+from lookback.workers.apply import drain
+from lookback.workers.nudge import APPLY_ACTOR, send
+from lookback.workers.owner import claim, my_queues, owner_of, take
+from lookback.workers.sink import RedisSink
+from tests.service import helpers
+from tests.service.conftest import REDIS_URL, Service, cleanup, make_service
+
+PROJECTS = [f"/work/team/fail-{n}" for n in range(4)]
+FAST = {"LOOKBACK_WORKERS__LEASE_SECONDS": "2", "LOOKBACK_WORKERS__KEEP_LOG": "true"}
+
+
+@pytest.fixture
+def hosts(tmp_path: Path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = make_service(tmp_path / "a", REDIS_URL, LOOKBACK_WORKERS__HOST="host-a", **FAST)
+    second = make_service(tmp_path / "b", REDIS_URL, LOOKBACK_WORKERS__HOST="host-b",
+                          LOOKBACK_WORKERS__KEY_PREFIX=first.config.prefix, **FAST)
+    started: list[helpers.WorkerProcess] = []
+    try:
+        yield first, second, started
+    finally:
+        for worker in started:
+            if worker.process is not None and worker.process.poll() is None:
+                os.killpg(worker.process.pid, signal.SIGCONT)
+            worker.stop()
+        cleanup(first)
+        second.client.close()
+
+
+def publish(service: Service, folder: Path, start: int, stop: int) -> list[Path]:
+    """Append fixture lines ``start:stop`` to one session per project and publish them."""
+    paths = []
+    for number, cwd in enumerate(PROJECTS):
+        path = folder / f"f{number}.jsonl"
+        helpers.append(path, helpers.session_lines(f"fail-{number}", cwd)[start:stop])
+        paths.append(path)
+    with RedisSink(service.config) as sink:
+        ingest_files(paths, sink)
+    return paths
+
+
+def complete_once(service: Service, path: Path, cwd: str) -> bool:
+    """Every entry of the session file in the host's index, each event logged once."""
+    logged = helpers.logged_entry_ids(service.home, cwd)
+    return (helpers.indexed_entries(service.home, cwd) == helpers.expected_entries(path)
+            and len(logged) == len(set(logged)))
+
+
+def test_a_dead_host_loses_its_projects_to_a_live_one(hosts, tmp_path) -> None:
+    first, second, started = hosts
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    keys = [RedisSink(first.config).project(cwd) for cwd in PROJECTS]
+    for key in keys[:2]:
+        take(first.config, first.client, key)
+    for key in keys[2:]:
+        take(second.config, first.client, key)
+    host_a = first.worker(threads=1).start()
+    started += [host_a, second.worker(threads=1).start()]
+    paths = publish(first, sessions, 0, 60)
+    for service, path, cwd in zip([first, first, second, second], paths, PROJECTS, strict=True):
+        helpers.wait_for(lambda s=service, p=path, c=cwd: complete_once(s, p, c), 60,
+                         f"{cwd} applied on its owner")
+    epoch = owner_of(first.config, first.client, keys[0]).epoch  # type: ignore[union-attr]
+
+    # 1. Host A stops (SIGSTOP) past its lease: B takes its projects, from the kept stream.
+    os.killpg(host_a.process.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+    frozen = [helpers.indexed_entries(first.home, cwd) for cwd in PROJECTS[:2]]
+    paths = publish(first, sessions, 60, 120)
+    for path, cwd in zip(paths, PROJECTS, strict=True):
+        helpers.wait_for(lambda p=path, c=cwd: complete_once(second, p, c), 90,
+                         f"{cwd} complete on host B")
+    owner = owner_of(first.config, first.client, keys[0])
+    assert owner is not None and owner.host == "host-b" and owner.epoch > epoch
+
+    # 2. A resumes: it renews its lease, hears a stale nudge, and writes nothing.
+    os.killpg(host_a.process.pid, signal.SIGCONT)  # type: ignore[union-attr]
+    lease = first.config.lease_key(f"host-a:{first.home}")
+    helpers.wait_for(lambda: first.client.exists(lease), 30, "host A to renew its lease")
+    send(first.config, APPLY_ACTOR, my_queues(first.config)[0], keys[0])  # A's own queue
+    paths = publish(first, sessions, 120, 160)
+    log = tmp_path / "a" / "worker.log"
+    helpers.wait_for(lambda: f"{keys[0]} belongs to host-b" in log.read_text(), 30,
+                     "host A to forward the stale nudge")
+    for path, cwd in zip(paths, PROJECTS, strict=True):
+        helpers.wait_for(lambda p=path, c=cwd: complete_once(second, p, c), 60,
+                         f"{cwd} complete on host B after A resumed")
+    assert [helpers.indexed_entries(first.home, cwd) for cwd in PROJECTS[:2]] == frozen
+
+    # 3. A dies for good (SIGKILL): B goes on answering every entry exactly once.
+    host_a.kill()
+    paths = publish(first, sessions, 160, 220)
+    for path, cwd in zip(paths, PROJECTS, strict=True):
+        helpers.wait_for(lambda p=path, c=cwd: complete_once(second, p, c), 60,
+                         f"{cwd} complete on host B after A died")
+
+
+def test_a_stale_owner_commits_no_batch_after_a_takeover(hosts, tmp_path) -> None:
+    """The owner is checked inside each batch's transaction: host B takes the project
+    between A's batches (A's lease gone), and A's next batch rolls back."""
+    first, second, _ = hosts
+    batched = make_service(tmp_path / "a", REDIS_URL, LOOKBACK_WORKERS__HOST="host-a",
+                           LOOKBACK_WORKERS__KEY_PREFIX=first.config.prefix,
+                           LOOKBACK_WORKERS__BATCH_EVENTS="10", **FAST)
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    path = publish(first, sessions, 0, 80)[0]
+    key = RedisSink(first.config).project(PROJECTS[0])
+    take(batched.config, first.client, key)
+
+    def lose_the_lease(batches: int) -> None:
+        if batches == 1:  # A's lease expires (a long pause); B takes the project
+            first.client.delete(batched.config.lease_key(f"host-a:{batched.home}"))
+            assert claim(second.config, first.client, key).host == "host-b"
+
+    report = drain(batched.config, first.client, key, on_batch=lose_the_lease)
+    assert report.batches == 1 and report.skipped and "host-b" in report.skipped
+    assert len(helpers.logged_entry_ids(batched.home, PROJECTS[0])) <= 10
+    second_report = drain(second.config, first.client, key)  # B rebuilds from the kept stream
+    assert second_report.skipped is None
+    assert complete_once(second, path, PROJECTS[0])
+    batched.client.close()
