@@ -90,6 +90,18 @@ def test_claude_code_personal_settings_round_trip_byte_for_byte(user, capsys):
     assert f"change {local}:" in printed and "claude_hook.py" in printed
 
 
+def test_a_hook_left_in_the_shared_file_is_named_with_its_removal(user, capsys):
+    """Earlier versions wrote the shared settings.json; Claude Code runs both files' hooks."""
+    assert lookback("install", "claude-code", "--shared") == 0
+    capsys.readouterr()
+    assert lookback("install", "claude-code") == 0
+    out = capsys.readouterr().out
+    assert "`lookback uninstall claude-code --shared` removes it" in out
+    assert lookback("uninstall", "claude-code", "--shared") == 0
+    assert not (user / "work" / ".claude" / "settings.json").exists()
+    assert "claude_hook.py" in (user / "work" / ".claude" / "settings.local.json").read_text()
+
+
 def test_claude_code_into_no_file_leaves_no_file(user, capsys):
     (user / "work" / ".claude").mkdir()
     round_trip(user, capsys, "claude-code")

@@ -355,9 +355,14 @@ def run(args: argparse.Namespace) -> int:
     settings = load(args)
     if args.agent == "claude-code":
         target = claude_settings_file(args)
-        return finish(args, install_claude(settings, target),
-                      f"installed the Lookback UserPromptSubmit hook in {target}; it starts the "
-                      "reader on first use")
+        done = f"installed the Lookback UserPromptSubmit hook in {target}; it starts the " \
+            "reader on first use"
+        shared = target.with_name("settings.json")
+        if target.name == "settings.local.json" and MARK in json.dumps(
+                codex_config.read_json(shared)):  # an earlier version's: Claude runs both
+            done += f". {shared} holds one too (Claude Code runs both): `lookback uninstall " \
+                "claude-code --shared` removes it"
+        return finish(args, install_claude(settings, target), done)
     claude_flags_only(args)
     if args.agent == "codex":
         home = codex_config.codex_home()
