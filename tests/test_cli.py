@@ -365,6 +365,44 @@ def test_search_and_show_default_to_the_current_folders_project(run, tmp_path, m
     assert code == 0 and json.loads(out)["projects"][0]["cwd"] == str(project)
 
 
+def test_search_of_a_project_without_a_session_named_searches_every_session(
+        run, tmp_path, monkeypatch):
+    """Before: `lookback search TEXT` in a project's folder searched the current branch of
+    whichever session was active last, and said "0 results" for what an older session of the
+    project holds (`lookback show` then read it whole). A session named: its branch still."""
+    project = tmp_path / "app"
+    project.mkdir()
+    older, newer = tmp_path / "older.jsonl", tmp_path / "newer.jsonl"
+    for source, copy in (("before-compaction.jsonl", older), ("branching.jsonl", newer)):
+        lines = fixture_path(source).read_text().splitlines()
+        header = {**json.loads(lines[0]), "cwd": str(project)}
+        copy.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+        assert run("index", str(copy))[0] == 0  # the newer one is indexed last
+    monkeypatch.chdir(project)
+    for flags in ((), ("--project", str(project))):
+        code, out, err = run("search", "tokensAfter", *flags, "--json")
+        answer = json.loads(out)
+        assert code == 0 and answer["scope"] == "project" and answer["results"], err
+    code, out, _ = run("search", "tokensAfter")
+    assert "(project scope)" in out and "0 results" not in out
+    entry = out.splitlines()[1].split()[3]
+    assert out.splitlines()[-1] == "read one whole: lookback show ENTRY"
+    code, out, err = run("show", entry)  # as the hint says, from the same folder
+    assert code == 0 and "tokensAfter" in out, err
+    code, out, _ = run("search", "tokensAfter", "--session-id", "fixture-session", "--json")
+    assert code == 0 and json.loads(out)["scope"] == "branch"
+    assert json.loads(out)["results"] == []  # that session's branch has no such entry
+    code, out, _ = run("search", "tokensAfter", "--session-file", str(newer), "--json")
+    assert json.loads(out)["scope"] == "branch" and json.loads(out)["results"] == []
+    monkeypatch.chdir(tmp_path)  # elsewhere the hint names the session searched
+    code, out, _ = run("search", "tokensAfter", "--session-file", str(older), "--limit", "1")
+    hint = out.splitlines()[-1]
+    assert hint == f"read one whole: lookback show ENTRY --session-file {older}"
+    entry = out.splitlines()[1].split()[3]
+    code, out, err = run("show", entry, *hint.split("ENTRY ")[1].split())
+    assert code == 0 and "tokensAfter" in out, err
+
+
 def test_show_reads_one_entry_and_its_neighbours(run):
     run("index", str(FIXTURES))
     session = str(fixture_path("before-compaction.jsonl"))

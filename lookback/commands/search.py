@@ -19,19 +19,20 @@ from lookback.query.contract import DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS
 
 SUMMARY = "search a session's history (branch, session or project scope)"
 DESCRIPTION = """Search earlier entries with the same extraction and ranking as automatic
-retrieval; the scope is explicit (default: the current branch of the session). Without
---session-file or --project: the project of the current folder (or of its nearest parent
-folder that is indexed), its most recently active session. `lookback show ENTRY` reads a
-result whole."""
+retrieval; the scope is explicit (default: the current branch of the session named by
+--session-file or --session-id, else every session of the project). Without --session-file or
+--project: the project of the current folder (or of its nearest parent folder that is
+indexed). `lookback show ENTRY` reads a result whole."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(subparsers, "search", run, SUMMARY, DESCRIPTION)
     parser.add_argument("text", help="what to look for")
     add_session_flags(parser)
-    parser.add_argument("--scope", choices=("branch", "session", "project"), default="branch",
-                        help="the session's current branch (default), the whole session, or "
-                             "every session of the project")
+    parser.add_argument("--scope", choices=("branch", "session", "project"),
+                        help="the session's current branch (default when a session is named), "
+                             "the whole session, or every session of the project (default "
+                             "otherwise)")
     parser.add_argument("--leaf-id", metavar="ID",
                         help="the branch's leaf (default: the session's last entry)")
     add_limit(parser, DEFAULT_SEARCH_RESULTS, MAX_SEARCH_RESULTS, "results")
@@ -59,7 +60,11 @@ def add_limit(parser: argparse.ArgumentParser, default: int, most: int, what: st
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
     names = session_names(args, settings)
-    request = {"text": args.text, "scope": args.scope, "max_results": args.limit,
+    # No session named: "the most recently active" is a guess, and its branch alone would
+    # say "0 results" for what the project's other sessions hold.
+    named = args.session_file or args.session_id or args.leaf_id
+    scope = args.scope or ("branch" if named else "project")
+    request = {"text": args.text, "scope": scope, "max_results": args.limit,
                "leaf_id": args.leaf_id, "provider": args.provider, **names}
     try:
         response = search_answer(request, settings=settings)
@@ -71,11 +76,24 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_answer(response, pretty=True)
     else:
-        _table(response)
+        show = _show_flags(args)
+        if response.scope == "project" and args.session_file:
+            show += " --session-id SESSION (the result's)"
+        _table(response, show)
     return 0
 
 
-def _table(response: SearchAnswer) -> None:
+def _show_flags(args: argparse.Namespace) -> str:
+    """The flags that make ``lookback show`` read the session or project searched."""
+    import shlex
+
+    if args.session_file:
+        return f" --session-file {shlex.quote(args.session_file)}"
+    return "".join(f" {flag} {shlex.quote(value)}" for flag, value in
+                   (("--project", args.project), ("--session-id", args.session_id)) if value)
+
+
+def _table(response: SearchAnswer, show_flags: str) -> None:
     if response.status == "no-query":
         print("no results: the text has no words to search for (only common words)")
         return
@@ -87,5 +105,4 @@ def _table(response: SearchAnswer) -> None:
     if response.excluded:
         print(f"{len(response.excluded)} withheld by the privacy policy")
     if response.results:
-        print("read one whole: lookback show ENTRY (--session-id SESSION for another "
-              "session of the project)")
+        print(f"read one whole: lookback show ENTRY{show_flags}")
