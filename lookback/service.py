@@ -68,6 +68,26 @@ def nudge_session(settings: Settings, session_file: str, *, project: str | None 
     return report.events
 
 
+def owned_elsewhere(settings: Settings, cwds: Iterable[str]) -> dict[str, str]:
+    """The projects among ``cwds`` owned by another worker host than this data
+    directory's: cwd -> the owner (``host:home``). Writing them here would make a
+    second, stale copy beside the owner's (docs/scaling.md)."""
+    from lookback.index.layout import project_key
+    from lookback.workers.owner import is_mine, owner_of
+
+    config = _config(settings)
+    client = redis_client(config)
+    found = {}
+    try:
+        for cwd in sorted(set(cwds)):
+            owner = owner_of(config, client, project_key(cwd, settings.namespace))
+            if owner is not None and not is_mine(config, owner):
+                found[cwd] = owner.id
+    finally:
+        client.close()
+    return found
+
+
 def enqueue_rebuilds(settings: Settings, projects: Iterable[ProjectDir]) -> int:
     """Queue a background rebuild of each project; returns how many were queued."""
     config = _config(settings)

@@ -102,7 +102,7 @@ def drain(config: ServiceConfig, client: RedisPort, project: str, *,
         with ProjectWriter(config.home, info["cwd"], namespace=info.get("namespace", ""),
                            lock_timeout=config.lock_timeout) as writer:
             report.cursor = read_meta(writer.connection, CURSOR_META) or START
-            missing = trimmed_past(client, stream, report.cursor)
+            missing = trimmed_past(client, config.trimmed_key(project), report.cursor)
             if missing is not None:  # applying the rest would serve a partial index
                 logger.error("project %s: events up to %s were trimmed from Redis after "
                              "this index's cursor %s (applied on another host); applying "
@@ -143,7 +143,7 @@ def _applied(config: ServiceConfig, client: RedisPort, project: str, cursor: str
         return
     client.set(config.applied_key(project), cursor)
     if not config.keep_log:
-        trim_through(client, config.log_key(project), cursor)
+        trim_through(client, config.log_key(project), cursor, config.trimmed_key(project))
 
 
 def _stopped(config: ServiceConfig, project: str, owner: Owner | None,

@@ -24,6 +24,8 @@ Keys (``P`` = prefix, ``K`` = project key, see ``index.layout.project_key``)::
                         renewed by its workers; gone = its projects may be taken
     P applied:K         the last stream id K's owner applied (a hint for the sweeper
                         and status; the index holds the real cursor)
+    P trimmed:K         the last stream id trimmed from log:K (set with the XTRIM): an
+                        index whose cursor lies before it lacks events
     P applying:K        hash  drain -> expiry: the drains of K in flight (workers.owner)
     P sweeper           flag: one sweeper round per interval in the whole cluster
                         (workers.sweeper claims it by name, with a TTL)
@@ -141,6 +143,9 @@ class ServiceConfig:
 
     def applied_key(self, project: str) -> str:
         return f"{self.prefix}applied:{project}"
+
+    def trimmed_key(self, project: str) -> str:
+        return f"{self.prefix}trimmed:{project}"
 
     def lease_key(self, owner_id: str) -> str:
         return f"{self.prefix}lease:{owner_id}"

@@ -70,28 +70,28 @@ def read_after(client: RedisPort, key: str, cursor: str, *, max_events: int,
     return items
 
 
-def trim_through(client: RedisPort, key: str, cursor: str) -> int:
-    """Remove every entry up to and including ``cursor``; returns how many went."""
+def trim_through(client: RedisPort, key: str, cursor: str, mark: str | None = None) -> int:
+    """Remove every entry up to and including ``cursor``; returns how many went.
+    ``mark``: a key recording ``cursor`` in the same MULTI/EXEC (what ``trimmed_past``
+    reads: XTRIM does not move Redis 7.0's ``max-deleted-entry-id``)."""
     if cursor == START:
         return 0
-    return int(client.xtrim(key, minid=next_id(cursor), approximate=False))
+    with client.pipeline(transaction=True) as pipe:
+        if mark is not None:
+            pipe.set(mark, cursor)
+        pipe.xtrim(key, minid=next_id(cursor), approximate=False)
+        return int(pipe.execute()[-1])
 
 
-def trimmed_past(client: RedisPort, key: str, cursor: str) -> str | None:
-    """The last id trimmed from the stream when it lies after ``cursor`` (events this
-    index never got: another host applied and trimmed them), else None. Redis 7 keeps
-    it as the stream's ``max-deleted-entry-id``."""
-    import redis
-
-    try:
-        info = client.xinfo_stream(key)
-    except redis.ResponseError:  # no stream yet
+def trimmed_past(client: RedisPort, mark: str, cursor: str) -> str | None:
+    """The last id trimmed from a stream (recorded at ``mark`` by ``trim_through``)
+    when it lies after ``cursor``: events an index at ``cursor`` never got (another
+    host applied and trimmed them); else None."""
+    raw = client.get(mark)
+    if raw is None:
         return None
-    deleted = info.get("max-deleted-entry-id") or info.get(b"max-deleted-entry-id")
-    if deleted is None:
-        return None
-    deleted = _bytes(deleted).decode()
-    return deleted if _order(deleted) > _order(cursor) else None
+    trimmed = _bytes(raw).decode()
+    return trimmed if _order(trimmed) > _order(cursor) else None
 
 
 def _order(stream_id: str) -> tuple[int, int]:

@@ -60,7 +60,7 @@ def project_figures(config: ServiceConfig, client: RedisPort, project: dict[str,
                     now_ms: int) -> dict[str, Any]:
     name = project["project"]
     stream = config.log_key(name)
-    cursor = _index_cursor(config, name)
+    cursor = index_cursor(config, name)
     length = int(client.xlen(stream))
     applied_left = entries(client, stream, min="-", max=cursor, count=length or 1) \
         if cursor != START and length else []
@@ -95,7 +95,8 @@ def queue_figures(config: ServiceConfig, client: RedisPort, queue: str) -> dict[
             "dead_letters": int(client.zcard(f"{base}.XQ"))}
 
 
-def _index_cursor(config: ServiceConfig, name: str) -> str:
+def index_cursor(config: ServiceConfig, name: str) -> str:
+    """The last stream id applied to this host's index of ``name`` (START: none)."""
     try:
         path = find_project(config.home, name).index_path()
         if path is None:  # find_project saw one: gone since (a rebuild's switch)

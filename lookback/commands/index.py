@@ -13,7 +13,7 @@ from lookback.commands.common import add_command, load
 from lookback.errors import UserError
 from lookback.freshness import default_roots
 from lookback.index.sink import EmbeddedSink
-from lookback.ingest.pipeline import IngestReport, ingest_files
+from lookback.ingest.pipeline import IngestReport, ingest_files, peek_header
 from lookback.ingest.scan import named_files, session_files
 from lookback.progress import Progress
 from lookback.settings import Settings
@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if args.embed and args.queue:
         raise UserError("--embed builds vectors inline (embedded mode); in service mode the "
                         "workers build them when retrieval.semantic is true", 2)
+    if settings.service_mode and not args.queue:
+        _refuse_owned_elsewhere(settings, files)
     started = time.monotonic()
     if args.queue:
         from lookback.service import queue_sink  # imports Redis only in service mode
@@ -86,6 +88,29 @@ def run(args: argparse.Namespace) -> int:
             isinstance(sink, EmbeddedSink) and sink.failures):
         return 1
     return 1 if report.errors and not report.sessions else 0
+
+
+def _refuse_owned_elsewhere(settings: Settings, files: list[Path]) -> None:
+    """In service mode this data directory is one worker host's: projects another host
+    owns are refused before anything is written (their copy here would go stale)."""
+    from lookback.service import owned_elsewhere
+
+    cwds = []
+    for path in files:
+        try:
+            cwds.append(peek_header(path, settings.max_line_bytes)[1])
+        except (OSError, ValueError, UserError):  # not a session, unreadable: reported later
+            continue
+    elsewhere = owned_elsewhere(settings, cwds)
+    if elsewhere:
+        listed = "; ".join(f"{cwd} (owned by {owner})" for cwd, owner in
+                           list(elsewhere.items())[:5])
+        more = f" and {len(elsewhere) - 5} more" if len(elsewhere) > 5 else ""
+        raise UserError(
+            f"{len(elsewhere)} of these projects belong to another worker host: {listed}"
+            f"{more}. Indexing them into {settings.home} would make a second copy that "
+            "goes stale. Publish them to their owners instead (`lookback index --queue "
+            "PATH`), or move a project here first (`lookback owner PROJECT --take`)", 1)
 
 
 def _size(path: Path) -> int:

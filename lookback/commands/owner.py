@@ -6,10 +6,15 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from lookback.commands.common import add_command, add_json, json_text, load
 from lookback.errors import UserError
-from lookback.index.layout import project_key
+from lookback.index.layout import PROJECTS_DIR, project_key
+
+if TYPE_CHECKING:
+    from lookback.workers.config import ServiceConfig
+    from lookback.workers.port import RedisPort
 
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 
@@ -51,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             if owner is None:
                 raise UserError(f"project {name} has no owner yet: nothing to pause", 1)
         elif args.take:
+            _refuse_partial(config, client, name)
             owner = take(config, client, name)
             nudge(config, client, name, force=True)  # apply what waited meanwhile
         else:
@@ -67,6 +73,28 @@ def run(args: argparse.Namespace) -> int:
             if owner.paused else ""
         print(f"{name}: owned by {owner.host}, index home {owner.home}{state}")
     return 0
+
+
+def _refuse_partial(config: ServiceConfig, client: RedisPort, name: str) -> None:
+    """A take whose index here lacks events already trimmed from Redis would serve a
+    partial project as complete: refused, saying where the rest is."""
+    from lookback.workers.log import START, trimmed_past
+    from lookback.workers.owner import owner_of
+    from lookback.workers.status import index_cursor
+
+    cursor = index_cursor(config, name)
+    missing = trimmed_past(client, config.trimmed_key(name), cursor)
+    if missing is None:
+        return
+    owner = owner_of(config, client, name)
+    where = f"on {owner.id}" if owner is not None else "on its previous owner"
+    raise UserError(
+        f"refusing to take {name}: this host's index "
+        f"{'is missing' if cursor == START else f'stops at event {cursor}'}, and the events "
+        f"up to {missing} were applied {where} and trimmed from Redis, so this host would "
+        f"answer with part of the project. Copy the project's folder from that host into "
+        f"{config.home / PROJECTS_DIR} first (`lookback owner {name} --pause`, then copy; "
+        "docs/scaling.md), then --take again", 1)
 
 
 def _waiting(hosts: list[str]) -> None:

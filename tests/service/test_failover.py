@@ -139,3 +139,75 @@ def test_a_stale_owner_commits_no_batch_after_a_takeover(hosts, tmp_path) -> Non
     assert second_report.skipped is None
     assert complete_once(second, path, PROJECTS[0])
     batched.client.close()
+
+
+def test_a_second_worker_under_a_live_hosts_name_refuses(hosts, tmp_path) -> None:
+    """Same name, same data directory (compose's defaults on two machines): the second
+    `lookback worker` finds the first one's lease held and refuses to start."""
+    import subprocess
+    import sys
+
+    first, _, _ = hosts
+    environ = {**first.environ, "LOOKBACK_WORKERS__LEASE_SECONDS": "1"}
+    argv = [sys.executable, "-m", "lookback", "worker", "--no-background"]
+    running = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        lease = first.config.lease_key(f"host-a:{first.home}")
+        helpers.wait_for(lambda: b" pid " in (first.client.get(lease) or b""), 60,
+                         "the first worker's lease")
+        second = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=60)
+        assert second.returncode != 0
+        assert "another live worker runs as host 'host-a'" in second.stderr
+        assert running.poll() is None  # the first one goes on
+    finally:
+        running.terminate()
+        running.wait(timeout=30)
+
+
+def lookback(service: Service, *argv: str) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "lookback", "--home", str(service.home),
+                           *argv], env=service.environ, capture_output=True, text=True,
+                          timeout=60)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_take_and_index_refuse_what_would_split_a_project(tmp_path) -> None:
+    """Without keep_log: a take on a host lacking the trimmed events refuses (it would
+    serve part of the project as complete), and so does `lookback index` of a project
+    another host owns, naming that host; after copying the folder the take works."""
+    import shutil
+
+    from lookback.index.layout import project_dir
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = make_service(tmp_path / "a", REDIS_URL, LOOKBACK_WORKERS__HOST="host-a")
+    second = make_service(tmp_path / "b", REDIS_URL, LOOKBACK_WORKERS__HOST="host-b",
+                          LOOKBACK_WORKERS__KEY_PREFIX=first.config.prefix)
+    try:
+        sessions = tmp_path / "sessions"
+        sessions.mkdir()
+        path = publish(first, sessions, 0, 40)[0]
+        key = RedisSink(first.config).project(PROJECTS[0])
+        assert drain(first.config, first.client, key).applied > 0  # host A applies, trims
+
+        code, _, error = lookback(second, "owner", PROJECTS[0], "--take")
+        assert code == 1 and "refusing to take" in error and "host-a" in error
+        assert owner_of(first.config, first.client, key).host == "host-a"  # type: ignore[union-attr]
+
+        code, _, error = lookback(second, "index", str(path))
+        assert code == 1 and f"{PROJECTS[0]} (owned by host-a:{first.home})" in error
+        assert project_dir(second.home, PROJECTS[0]).index_path() is None  # nothing written
+
+        target = project_dir(second.home, PROJECTS[0]).path  # the documented move
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(project_dir(first.home, PROJECTS[0]).path, target)
+        code, out, error = lookback(second, "owner", PROJECTS[0], "--take")
+        assert code == 0 and "owned by host-b" in out, error
+    finally:
+        cleanup(first)
+        second.client.close()
