@@ -106,17 +106,20 @@ def post_json(url: str, path: str, body: dict, *, deadline: float,
     (``time.monotonic()``): to the TCP reader ``url``, or (no ``url``) to this user's
     reader of ``home``, verified first (``open_reader``). A plain HTTP/1.1 exchange."""
     payload = json.dumps(body, ensure_ascii=False).encode()
-    with open_reader(url, home, deadline, token) as (connection, host, base):
-        connection.sendall(_request("POST", f"{base}{path}", host, token, payload))
-        answer = _read_all(connection, deadline)
-    return _parse_http(answer)
+    return _exchange("POST", url, path, payload, deadline=deadline, token=token, home=home)
 
 
 def get_json(url: str, path: str, *, deadline: float, token: str | None = None,
              home: str = "") -> object:
     """GET ``path`` of the reader (as ``post_json``)."""
+    return _exchange("GET", url, path, None, deadline=deadline, token=token, home=home)
+
+
+def _exchange(method: str, url: str, path: str, payload: bytes | None, *, deadline: float,
+              token: str | None, home: str) -> object:
+    """One request to the reader ``open_reader`` reaches, and its JSON answer."""
     with open_reader(url, home, deadline, token) as (connection, host, base):
-        connection.sendall(_request("GET", f"{base}{path}", host, token, None))
+        connection.sendall(_request(method, f"{base}{path}", host, token, payload))
         answer = _read_all(connection, deadline)
     return _parse_http(answer)
 
