@@ -98,6 +98,7 @@ def test_status_reports_the_damaged_project_and_keeps_going(home, indexed, how):
     assert projects[OTHER_CWD]["entries"] == len(indexed[OTHER_CWD])
     text = lookback(home, "status")
     assert text.returncode == 0 and "repair it with `lookback reindex --repair" in text.stdout
+    assert "None" not in text.stdout  # what a damaged index cannot say is left out
 
 
 @pytest.mark.parametrize("how", list(DAMAGE))

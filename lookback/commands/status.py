@@ -48,12 +48,15 @@ def run(args: argparse.Namespace) -> int:
     if not report["projects"]:
         print("no projects indexed yet: run `lookback index`")
     for project in report["projects"]:
-        print(f"\n{project['project']}  ({project.get('cwd')})")
+        cwd = project.get("cwd")
+        print(f"\n{project['project']}" + (f"  ({cwd})" if cwd else ""))
         if project.get("state"):
             print(f"  {'state':<18} {project['state']}")
         for key in ("sessions", "entries", "events_applied", "last_indexed_at",
                     "index_bytes", "schema_version", "generation"):
             value = project.get(key)
+            if value is None:  # a damaged index cannot say
+                continue
             if key == "last_indexed_at" and value:
                 import datetime
 
