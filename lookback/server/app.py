@@ -148,7 +148,7 @@ class ReaderApp:
                 if route == self.health and _identity_only(query):
                     # Who this reader is, asked before anything else is sent: no token
                     # needed, none given away (a client checks it first).
-                    return self.health(query, None)
+                    return self.identity_answer()
             grant = self.grants.lookup(authorization) if self.grants.required else None
             if method == "GET":
                 return route(query, grant)
@@ -372,12 +372,15 @@ class ReaderApp:
         service.nudge_session(self.settings, session_file, project=project,
                               give_up_after=NUDGE_GIVE_UP_SECONDS, stop=stop)
 
+    def identity_answer(self) -> Reply:
+        """``GET /v1/health?projects=0``, what a client checking the reader's identity
+        before each prompt asks (without a token): status, identity and mode only."""
+        return 200, {"status": "ok", "identity": self.identity,
+                     "mode": "service" if self.settings.service_mode else "embedded"}, {}
+
     def health(self, query: dict, grant: Grant | None) -> Reply:
-        """Version, mode, identity and, unless ``?projects=0`` (what a client checking the
-        reader's identity before each prompt asks), every granted project's index state."""
-        if _identity_only(query):
-            return 200, {"status": "ok", "identity": self.identity,
-                         "mode": "service" if self.settings.service_mode else "embedded"}, {}
+        """Version, mode, identity and every granted project's index state (``handle``
+        answers ``?projects=0`` with ``identity_answer``)."""
         report = self.call(self.engine.health, self.settings)
         report = {**report, "identity": self.identity}
         projects = _projects(grant)
