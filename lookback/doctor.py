@@ -537,7 +537,37 @@ def check_freshness(situation: Situation) -> list[Finding]:
             f"session {session['session_id']} is {minutes:.0f} min behind its file "
             f"({session['behind_bytes']} bytes not indexed); keep `lookback serve` running "
             "to index as sessions grow",
-            f"lookback index {shlex.quote(session['file'])}", details=session))
+            f"lookback index {'--queue ' if situation.settings.service_mode else ''}"
+            f"{shlex.quote(session['file'])}", details=session))
+    return findings
+
+
+def check_service(situation: Situation) -> list[Finding]:
+    """Service mode: Redis reachable, every worker host live, per-host lag, dead owners'
+    projects and orphaned queues (``lookback status`` has the same figures)."""
+    if not situation.settings.service_mode:
+        return []
+    from lookback.service import service_status  # Redis only in service mode
+
+    report: dict[str, Any] = {"projects": []}
+    service_status(situation.settings, report)
+    if report["redis"].get("error"):
+        return [Finding("service", PROBLEM, f"Redis {report['redis']['url']} is "
+                        f"{report['redis']['error']}", "start Redis (compose.yaml runs one)")]
+    findings = [Finding("service", PROBLEM, problem["problem"], problem["fix"])
+                for problem in report.get("service_problems", [])]
+    for host_id, host in report.get("hosts", {}).items():
+        if host["live"] and host["lag_seconds"] >= LAG_PROBLEM_SECONDS:
+            findings.append(Finding(
+                "service", PROBLEM, f"worker host {host_id} is {host['lag_seconds']:.0f} s "
+                f"behind ({host['lag_events']} events)", "more worker processes there "
+                "(`lookback worker --processes N`), or move projects off it (docs/scaling.md)"))
+    if not findings:
+        live = [host_id for host_id, host in report.get("hosts", {}).items() if host["live"]]
+        findings.append(Finding("service", OK, f"{len(live)} live worker host(s), no dead "
+                                "owner, no orphaned queue, lag under a minute"
+                                if live else "no worker host has started yet",
+                                None if live else "lookback worker"))
     return findings
 
 

@@ -27,6 +27,7 @@ Keys (``P`` = prefix, ``K`` = project key, see ``index.layout.project_key``)::
     P trimmed:K         the last stream id trimmed from log:K (set with the XTRIM): an
                         index whose cursor lies before it lacks events
     P applying:K        hash  drain -> expiry: the drains of K in flight (workers.owner)
+    P hosts             hash  host id -> its own index queue (every worker host seen)
     P sweeper           flag: one sweeper round per interval in the whole cluster
                         (workers.sweeper claims it by name, with a TTL)
     P dramatiq:*        dramatiq's own queues
@@ -109,6 +110,10 @@ class ServiceConfig:
     @property
     def paths_key(self) -> str:
         return f"{self.prefix}paths"
+
+    @property
+    def hosts_key(self) -> str:
+        return f"{self.prefix}hosts"
 
     @property
     def dramatiq_namespace(self) -> str:

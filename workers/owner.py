@@ -186,7 +186,9 @@ return false
 
 def renew_lease(config: ServiceConfig, client: RedisPort, token: str | None = None
                 ) -> str | None:
-    """Renew this host's lease; None when it is ours, else the live holder's token."""
+    """Renew this host's lease; None when it is ours, else the live holder's token.
+    Also lists the host in ``<prefix>hosts`` (what ``lookback status`` reads)."""
+    client.hset(config.hosts_key, me(config).id, me(config).queue)
     held = client.eval(_RENEW, 1, config.lease_key(me(config).id), token or instance_token(),
                        str(int(config.lease_seconds * 1000)), socket.gethostname())
     return None if held is None else text(held)

@@ -18,8 +18,8 @@ from lookback.index.layout import ProjectNotFound, find_project
 from lookback.index.store import IndexUnavailable, open_reader, read_meta
 from lookback.workers.apply import CURSOR_META
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig, redis_client
-from lookback.workers.log import START, id_millis
-from lookback.workers.owner import is_mine, owner_of
+from lookback.workers.log import START, id_millis, trimmed_past
+from lookback.workers.owner import Owner, alive, is_mine, owner_of
 from lookback.workers.port import RedisPort, entries, text
 
 
@@ -52,6 +52,8 @@ def add_service_status(config: ServiceConfig, report: dict[str, Any]) -> None:
             project.update(project_figures(config, client, project, now_ms))
         report["queues"] = {queue: queue_figures(config, client, queue)
                             for queue in (INDEX_QUEUE, BACKGROUND_QUEUE)}
+        report["hosts"] = host_figures(config, client, report["projects"])
+        report["service_problems"] = problems(config, report)
     finally:
         client.close()
 
@@ -60,7 +62,12 @@ def project_figures(config: ServiceConfig, client: RedisPort, project: dict[str,
                     now_ms: int) -> dict[str, Any]:
     name = project["project"]
     stream = config.log_key(name)
-    cursor = index_cursor(config, name)
+    owner = owner_of(config, client, name)
+    if owner is None or is_mine(config, owner):
+        cursor = index_cursor(config, name)
+    else:  # another host's index: the cursor its owner recorded
+        applied = client.get(config.applied_key(name))
+        cursor = START if applied is None else text(applied)
     length = int(client.xlen(stream))
     applied_left = entries(client, stream, min="-", max=cursor, count=length or 1) \
         if cursor != START and length else []
@@ -73,11 +80,18 @@ def project_figures(config: ServiceConfig, client: RedisPort, project: dict[str,
         "service_lag_seconds": round(max(lag_seconds, 0.0), 3),
         "service_set_aside": int(client.hlen(config.poison_key(name))),
     }
-    owner = owner_of(config, client, name)
     if owner is not None:  # which host applies it (workers.owner)
         here = " (this host)" if is_mine(config, owner) else ""
-        figures["service_owner"] = owner.id + here + (" — paused for a move" if owner.paused
-                                                      else "")
+        live = alive(config, client, owner)
+        figures["service_owner"] = owner.id + here + (
+            " — paused for a move" if owner.paused
+            else "" if live else " — lease expired: no live worker renews it")
+        figures["service_owner_live"] = live
+        missing = trimmed_past(client, config.trimmed_key(name), cursor) \
+            if is_mine(config, owner) else None
+        if missing is not None:
+            figures["service_missing"] = f"events up to {missing} were applied elsewhere " \
+                                         "and trimmed: this index lacks them"
     reindex = client.hgetall(config.reindex_key(name))
     if reindex:
         info = {text(k): text(v) for k, v in reindex.items()}
@@ -85,6 +99,62 @@ def project_figures(config: ServiceConfig, client: RedisPort, project: dict[str,
         progress = f"{info.get('state')} {done:,}/{total:,} events"
         figures["service_reindex"] = progress
     return figures
+
+
+def host_figures(config: ServiceConfig, client: RedisPort,
+                 projects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per worker host: live (lease held), projects owned, their lag, its own queue."""
+    hosts: dict[str, dict[str, Any]] = {}
+    for raw_id, raw_queue in sorted(client.hgetall(config.hosts_key).items()):
+        host_id, queue = text(raw_id), text(raw_queue)
+        hosts[host_id] = {"live": bool(client.exists(config.lease_key(host_id))),
+                          "this_host": host_id == Owner(config.host, str(config.home)).id,
+                          "projects": 0, "lag_events": 0, "lag_seconds": 0.0,
+                          "queue": queue, **queue_figures(config, client, queue)}
+    for project in projects:
+        owner = project.get("service_owner", "").split(" (this host)")[0].split(" — ")[0]
+        if owner not in hosts:
+            continue
+        figures = hosts[owner]
+        figures["projects"] += 1
+        figures["lag_events"] += project.get("service_lag_events", 0)
+        figures["lag_seconds"] = max(figures["lag_seconds"],
+                                     project.get("service_lag_seconds", 0.0))
+    return hosts
+
+
+def problems(config: ServiceConfig, report: dict[str, Any]) -> list[dict[str, str]]:
+    """Dead owners, orphaned queues, indexes missing trimmed events: each with its fix."""
+    found = []
+    wait = config.lease_seconds + config.sweep_seconds
+    for host_id, host in report.get("hosts", {}).items():
+        if host["live"]:
+            continue
+        if host["projects"]:
+            found.append({
+                "problem": f"worker host {host_id} is dead (its lease expired) and still owns "
+                           f"{host['projects']} projects ({host['lag_events']} events waiting)",
+                "fix": f"a live `lookback worker` takes them over within ~{wait:.0f} s; if none "
+                       "runs, start one (any host; with workers.keep_log off, copy the dead "
+                       "host's project folders to it first: docs/scaling.md)"})
+        if host["depth"] or host["delayed"]:
+            keys = " ".join(f"{config.dramatiq_namespace}:{host['queue']}{suffix}"
+                            for suffix in ("", ".msgs", ".DQ", ".DQ.msgs"))
+            found.append({
+                "problem": f"queue {host['queue']} of dead host {host_id} holds "
+                           f"{host['depth'] + host['delayed']} nudges no worker reads (nothing "
+                           "is lost: the events are in the streams, the sweeper nudges the "
+                           "projects' live owners)",
+                "fix": f"start that host's worker again, or drop them: redis-cli DEL {keys}"})
+    for project in report.get("projects", []):
+        if project.get("service_missing"):
+            found.append({
+                "problem": f"project {project['project']}: {project['service_missing']}",
+                "fix": "copy the project's folder from the host that applied it "
+                       f"(`lookback owner {project['project']} --pause`, copy, `--take`: "
+                       "docs/scaling.md); turn workers.keep_log on so a new owner never "
+                       "lacks events"})
+    return found
 
 
 def queue_figures(config: ServiceConfig, client: RedisPort, queue: str) -> dict[str, int]:

@@ -45,6 +45,13 @@ def run(args: argparse.Namespace) -> int:
     for queue, figures in (report.get("queues") or {}).items():
         print(f"queue {queue}: " + ", ".join(f"{k.replace('_', ' ')} {v}"
                                               for k, v in figures.items()))
+    for host_id, host in (report.get("hosts") or {}).items():
+        state = "live" if host["live"] else "DEAD (lease expired)"
+        print(f"worker host {host_id}{' (this host)' if host['this_host'] else ''}: {state}, "
+              f"{host['projects']} projects, lag {host['lag_events']} events / "
+              f"{host['lag_seconds']:.1f} s, own queue {host['depth']} queued")
+    for problem in report.get("service_problems") or []:
+        print(f"problem: {problem['problem']}\n  fix: {problem['fix']}")
     if not report["projects"]:
         print("no projects indexed yet: run `lookback index`")
     for project in report["projects"]:

@@ -211,3 +211,43 @@ def test_take_and_index_refuse_what_would_split_a_project(tmp_path) -> None:
     finally:
         cleanup(first)
         second.client.close()
+
+
+def test_status_and_doctor_name_a_dead_owner_and_its_orphaned_queue(hosts, tmp_path) -> None:
+    """Host A owns a project and has a nudge queued, then stops renewing its lease (no
+    worker runs): `lookback status` and `lookback doctor` name the dead host, its
+    projects and its orphaned queue, each with a fix; once B takes the project over only
+    the queue is left."""
+    import json
+
+    from lookback.doctor import Situation, check_service
+    from lookback.workers.nudge import nudge
+
+    first, second, _ = hosts
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    publish(first, sessions, 0, 20)
+    key = RedisSink(first.config).project(PROJECTS[0])
+    take(first.config, first.client, key)  # A's lease is held now (by `owner --take`)
+    first.client.delete(first.config.nudge_key(key))
+    assert nudge(first.config, first.client, key)  # goes to A's own queue
+    lease = first.config.lease_key(f"host-a:{first.home}")
+    helpers.wait_for(lambda: not first.client.exists(lease), 30, "host A's lease to expire")
+
+    code, out, _ = lookback(second, "status", "--json")
+    status = json.loads(out)
+    host = status["hosts"][f"host-a:{first.home}"]
+    assert code == 0 and not host["live"] and host["projects"] == 1 and host["depth"] == 1
+    problems = [p["problem"] for p in status["service_problems"]]
+    assert any("host-a" in p and "is dead" in p and "1 projects" in p for p in problems)
+    assert any("holds 1 nudges no worker reads" in p for p in problems)
+    code, out, _ = lookback(second, "status")
+    assert "DEAD (lease expired)" in out and "fix: a live `lookback worker` takes them" in out
+
+    findings = check_service(Situation(second.settings, second.environ, tmp_path))
+    assert {f.status for f in findings} == {"problem"} and all(f.fix for f in findings)
+
+    assert drain(second.config, first.client, key).applied > 0  # B takes it over
+    status = json.loads(lookback(second, "status", "--json")[1])
+    problems = [p["problem"] for p in status["service_problems"]]
+    assert len(problems) == 1 and "holds 1 nudges" in problems[0]
