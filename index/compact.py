@@ -31,6 +31,7 @@ from lookback.index.project import ProjectWriter
 from lookback.index.rebuild import exclusive
 from lookback.index.repair import DAMAGED
 from lookback.index.store import (
+    IndexCorrupt,
     driver_errors,
     one_row,
     open_reader,
@@ -127,7 +128,11 @@ def project_identity(project: ProjectDir) -> tuple[str, str]:
     path = project.index_path()
     if path is None:
         raise NotFound(f"no index for project {project.name}")
-    connection = open_reader(path)
+    try:
+        connection = open_reader(path)
+    except IndexCorrupt:
+        raise IndexCorrupt(f"project {project.name}: the index is damaged; repair it with "
+                           f"`lookback reindex --repair --project {project.name}`") from None
     try:
         cwd = read_meta(connection, "cwd")
         namespace = read_meta(connection, "namespace") or ""

@@ -185,3 +185,17 @@ def test_a_cap_by_age_forgets_what_was_written_before_a_time(home, project):
     assert holding(every_answer(home, project["session"], KEPT, ["m2"]), "for routing") == PATHS
     bad = lookback(home, "forget", "--before", "last spring")
     assert bad.returncode == 2 and "--before last spring: not an ISO 8601" in bad.stderr
+
+
+def test_a_damaged_project_does_not_stop_the_others(home, project, tmp_path):
+    other = pi_session(tmp_path / "other" / "o.jsonl", TEXTS, cwd=str(tmp_path / "elsewhere"),
+                       session_id="other", kept_from=4)
+    index_paths(home, other)
+    damaged = project_dir(home, str(tmp_path / "elsewhere"))
+    damaged.index_path().write_text("not an index\n" * 200)
+    done = lookback(home, "forget", "--text", SECRET)
+    assert done.returncode == 1
+    assert f"project {damaged.name}: the index is damaged; repair it with `lookback reindex " \
+           f"--repair --project {damaged.name}`" in done.stderr
+    assert "forgot 4 entries in 2 sessions" in done.stdout
+    assert texts(home, project["cwd"])[("forget-main", "m0")] == ""

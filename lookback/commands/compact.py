@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 
 from lookback.commands.common import add_command, add_json, load
-from lookback.index.compact import compact
+from lookback.errors import LookbackError
+from lookback.index.compact import CompactReport, compact
 from lookback.index.layout import find_project, list_projects
 
 SUMMARY = "give each project's index back the space it no longer needs"
@@ -30,14 +32,22 @@ def run(args: argparse.Namespace) -> int:
     settings = load(args)
     projects = ([find_project(settings.home, args.project, settings.namespace)]
                 if args.project else list_projects(settings.home))
-    reports = [compact(settings.home, project, log=not args.keep_log) for project in projects]
+    reports: list[CompactReport] = []
+    failed = 0
+    for project in projects:
+        try:
+            reports.append(compact(settings.home, project, log=not args.keep_log))
+        except LookbackError as error:  # one project's problem never stops the others
+            failed += 1
+            where = "" if project.name in str(error) else f"{project.name}: "
+            print(f"lookback: error: {where}{error}", file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps({"projects": [asdict(report) for report in reports]}, indent=2))
-        return 0
-    if not reports:
+        return 1 if failed else 0
+    if not projects:
         print("no projects indexed yet: run `lookback index`")
     for report in reports:
         print(f"{report.project}: {report.events_dropped:,} of {report.events_before:,} events "
               f"dropped, {report.bytes_before:,} -> {report.bytes_after:,} bytes in "
               f"{report.seconds:.2f}s")
-    return 0
+    return 1 if failed else 0

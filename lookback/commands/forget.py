@@ -12,8 +12,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lookback.commands.common import add_command, add_json, load
-from lookback.errors import UserError
-from lookback.index.forget import ForgetReport, Selection, forget, pattern_matcher
+from lookback.errors import LookbackError, UserError
+from lookback.index.forget import ForgetError, ForgetReport, Selection, forget, pattern_matcher
 from lookback.index.layout import ProjectDir, find_project, list_projects, project_dir
 from lookback.ingest.pipeline import peek_header
 from lookback.ingest.reader import NotASession
@@ -57,8 +57,17 @@ def run(args: argparse.Namespace) -> int:
     settings = load(args)
     projects, session_id = _scope(args, settings)
     selection = _selection(args, session_id)
-    reports = [forget(settings.home, project, selection, dry_run=args.dry_run)
-               for project in projects]
+    reports: list[ForgetReport] = []
+    failed = 0
+    for project in projects:
+        try:
+            reports.append(forget(settings.home, project, selection, dry_run=args.dry_run))
+        except ForgetError:
+            raise  # the selection itself is wrong: the same for every project
+        except LookbackError as error:  # one project's problem never stops the others
+            failed += 1
+            where = "" if project.name in str(error) else f"{project.name}: "
+            print(f"lookback: error: {where}{error}", file=sys.stderr, flush=True)
     if selection.whole_session and not args.dry_run and session_id is not None:
         _forget_manifests(settings, projects[0], session_id)
     for report in reports:  # counts only: never the text, never the pattern
@@ -68,13 +77,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"dry_run": args.dry_run,
                           "projects": [asdict(report) for report in reports]}, indent=2))
-        return 0
+        return 1 if failed else 0
     shown = [report for report in reports if report.entries or report.events_scrubbed]
     for report in shown:
         print(_line(report))
     if not shown:
         print("nothing to forget: no entry matched")
-    return 0
+    return 1 if failed else 0
 
 
 def _scope(args: argparse.Namespace, settings: Settings) -> tuple[list[ProjectDir], str | None]:
