@@ -28,6 +28,7 @@ class Progress:
         stream = stream or sys.stderr
         self.bar: Any = None
         self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
         if quiet or not stream.isatty():
             return
         from tqdm import tqdm
@@ -41,7 +42,9 @@ class Progress:
                         unit_divisor=1024 if unit == "B" else 1000, file=stream,
                         dynamic_ncols=sized, ncols=None if sized else 80,
                         nrows=None if sized else 24, mininterval=0.2, smoothing=0.1)
-        threading.Thread(target=self._tick, name="lookback-progress", daemon=True).start()
+        self._ticker = threading.Thread(target=self._tick, name="lookback-progress",
+                                        daemon=True)
+        self._ticker.start()
 
     def _tick(self) -> None:
         while not self._stop.wait(REDRAW_SECONDS):
@@ -64,6 +67,9 @@ class Progress:
 
     def close(self) -> None:
         self._stop.set()
+        if self._ticker is not None:  # a redraw under way ends before the bar goes
+            self._ticker.join()
+            self._ticker = None
         if self.bar is not None:
             self.bar.close()
             self.bar = None
