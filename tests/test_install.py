@@ -140,6 +140,14 @@ def test_codex_hooks_and_trust_round_trip_with_comments_and_another_hook(user, c
     assert f"change {codex / 'config.toml'}:" in printed and "+trusted_hash" in printed
 
 
+def test_codex_into_a_home_without_config_toml_leaves_none(user, capsys):
+    """A Codex home as a fresh Codex leaves it, no config.toml yet. Before: install created
+    one for the trust entry and uninstall left it behind, empty."""
+    (user / ".codex").mkdir()
+    round_trip(user, capsys, "codex")
+    assert not (user / ".codex" / "config.toml").exists()
+
+
 def test_uninstalling_codex_before_another_hook_moves_that_hooks_trust_up(user, capsys):
     """Codex's trust keys name positions: the hook after ours must stay trusted."""
     codex = user / ".codex"

@@ -71,8 +71,11 @@ def uninstall_codex(home: Path) -> list[Change]:
                 text = codex_config.renamed_trust(text, key, codex_config.hook_key(
                     hooks_file, "UserPromptSubmit", kept, handler))
         kept += position not in removed
-    if text != config_file.read_text(encoding="utf-8"):
-        changes.append(Change(config_file, text, config_file.read_text(encoding="utf-8")))
+    current = config_file.read_text(encoding="utf-8")
+    if not text.strip():  # install created it for the trust entry alone: it goes too
+        changes.append(Change(config_file, None, current))
+    elif text != current:
+        changes.append(Change(config_file, text, current))
     return changes
 
 
