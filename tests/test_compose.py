@@ -50,3 +50,17 @@ def test_session_paths_are_the_same_inside_and_outside():
         mounts = [interpolate(volume) for volume in COMPOSE["services"][name]["volumes"]]
         assert f"{sessions}:{sessions}:ro" in mounts
     assert service_env("watcher")["LOOKBACK_SESSIONS_DIR"] == sessions
+
+
+def test_the_image_copies_every_folder_the_package_is_built_from():
+    """The Dockerfile's `pip install .` needs each folder of pyproject.toml's package-dir
+    (embedders was missing; the Pi extension and the docs are package data)."""
+    import tomllib
+
+    root = Path(__file__).parents[1]
+    folders = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"].values())
+    copied = set(re.findall(r"^COPY (\S+) \./", (root / "Dockerfile").read_text(), re.M))
+    assert folders <= copied, folders - copied
+    assert {"LICENSE", "MANIFEST.in"} <= set(re.findall(r"^COPY .*", (root / "Dockerfile")
+                                                         .read_text(), re.M)[0].split())
