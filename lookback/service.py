@@ -88,6 +88,17 @@ def owned_elsewhere(settings: Settings, cwds: Iterable[str]) -> dict[str, str]:
     return found
 
 
+def owner_elsewhere(settings: Settings, cwd: str) -> str | None:
+    """The worker host (``host:home``) that owns ``cwd``'s project when it is another
+    than this data directory's; None when none does or Redis cannot say (fail open)."""
+    from lookback.workers.sink import transient_errors
+
+    try:
+        return owned_elsewhere(settings, [cwd]).get(cwd)
+    except transient_errors():  # Redis down: the plain answer, at once
+        return None
+
+
 def enqueue_rebuilds(settings: Settings, projects: Iterable[ProjectDir]) -> int:
     """Queue a background rebuild of each project; returns how many were queued."""
     config = _config(settings)

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -41,6 +42,7 @@ from lookback import freshness, local_reader
 from lookback.budget import file_budget
 from lookback.errors import LookbackError
 from lookback.index.layout import find_project
+from lookback.ingest.pipeline import peek_header
 from lookback.query.context.manifest import ManifestStore, retrieval_record
 from lookback.query.context.planner import decide_for_answer, decide_request
 from lookback.query.contract.answers import (
@@ -266,6 +268,8 @@ class ReaderApp:
             if plan is not None:  # the planner's decision rides along (no second call)
                 response.plan = plan
             freshness.annotate(response, fresh)
+            if response.status == "not-indexed":
+                self._elsewhere(response, parsed.names)
             encoded = encode_answer(response)  # the one encoding of this answer
             if key and response.status in ("ok", "no-query"):
                 self.cache.put(key, (encoded, response))
@@ -279,6 +283,28 @@ class ReaderApp:
         fields = _counts(response)
         fields["cache"] = "hit" if cached is not None else ("miss" if key else "off")
         return 200, encoded, fields
+
+    def _elsewhere(self, response: RetrieveAnswer, names: SessionNames) -> None:
+        """Service mode: a project this host does not hold but another worker host owns
+        answers ``elsewhere``, naming that host, instead of ``not-indexed`` (which says
+        the project has no history)."""
+        if not self.settings.service_mode:
+            return
+        cwd = names.project if names.project and names.project.startswith("/") else None
+        if cwd is None and names.session_file:
+            try:
+                cwd = peek_header(Path(names.session_file))[1]
+            except (OSError, ValueError, LookbackError):
+                return
+        if not cwd:
+            return
+        from lookback.service import owner_elsewhere  # Redis only in service mode
+
+        owner = owner_elsewhere(self.settings, cwd)
+        if owner is not None:
+            response.status = "elsewhere"
+            response.diagnostics.warn(f"indexed on worker host {owner}: ask that host's "
+                                      "reader (docs/scaling.md)")
 
     def _record_retrieval(self, ref: Any, parsed: Any, response: RetrieveAnswer,
                           latency_ms: float, cached: bool) -> None:

@@ -22,7 +22,9 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-Status = Literal["ok", "no-query", "not-indexed", "disabled"]
+#: ``elsewhere``: not indexed on this reader's host but on another worker host, which a
+#: diagnostics warning names (service mode with several hosts: docs/scaling.md)
+Status = Literal["ok", "no-query", "not-indexed", "disabled", "elsewhere"]
 SourceStatus = Literal["ok", "withheld", "not-found", "not-indexed", "disabled"]
 Tier = Literal["identifier", "phrase", "other"]
 Label = Literal["normal", "internal", "sensitive", "local-only"]

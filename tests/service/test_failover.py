@@ -251,3 +251,31 @@ def test_status_and_doctor_name_a_dead_owner_and_its_orphaned_queue(hosts, tmp_p
     status = json.loads(lookback(second, "status", "--json")[1])
     problems = [p["problem"] for p in status["service_problems"]]
     assert len(problems) == 1 and "holds 1 nudges" in problems[0]
+
+
+def test_a_reader_names_the_host_that_owns_a_project(hosts, tmp_path) -> None:
+    """Host B's reader asked about a project host A indexed answers `elsewhere` naming
+    host A (not `not-indexed`, which says there is no history); a project nobody owns
+    stays `not-indexed`."""
+    from tests.server.conftest import PROMPT
+    from tests.server.processes import ServeProcess
+
+    first, second, _ = hosts
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    paths = publish(first, sessions, 0, 30)
+    key = RedisSink(first.config).project(PROJECTS[0])
+    assert drain(first.config, first.client, key).applied > 0  # indexed on host A
+    second.home.mkdir(parents=True, exist_ok=True)
+    reader = ServeProcess(second.home, second.environ)
+    try:
+        answer = reader.client.post("/v1/retrieve", {"session_file": str(paths[0]),
+                                                     "message": PROMPT})
+        assert answer.status == 200 and answer.body["status"] == "elsewhere"
+        assert any(f"host-a:{first.home}" in warning
+                   for warning in answer.body["diagnostics"]["warnings"])
+        answer = reader.client.post("/v1/retrieve", {"session_file": str(paths[1]),
+                                                     "message": PROMPT})
+        assert answer.body["status"] == "not-indexed"
+    finally:
+        reader.stop()
