@@ -117,10 +117,7 @@ def where(settings: Settings) -> dict[str, str]:
 def tcp_url(settings: Settings) -> str:
     """The TCP reader the settings name (``server.host``), or "" for the Unix socket."""
     host = settings.server.host
-    if not host:
-        return ""
-    return f"http://[{host}]:{settings.server.port}" if ":" in host \
-        else f"http://{host}:{settings.server.port}"
+    return hook_client.http_url(host, settings.server.port) if host else ""
 
 
 def read_started(settings: Settings) -> Started | None:
@@ -128,7 +125,8 @@ def read_started(settings: Settings) -> Started | None:
     try:
         data: Any = json.loads(pid_path(settings).read_text(encoding="utf-8"))
         identity = data.get("identity")
-        address = data.get("address") or f"http://{data['host']}:{data['port']}"
+        address = data.get("address") or hook_client.http_url(str(data["host"]),
+                                                              int(data["port"]))
         return Started(int(data["pid"]), str(address), str(data["started_by"]),
                        float(data["started_at"]), str(data["log"]),
                        identity if isinstance(identity, str) else None)

@@ -247,6 +247,11 @@ def split_url(url: str) -> tuple[str, int, str]:
     return host, int(port), (slash + prefix).rstrip("/")
 
 
+def http_url(host: str, port: int) -> str:
+    """``http://host:port``, an IPv6 address in brackets: what ``split_url`` reads."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def _connect(host: str, port: int, deadline: float) -> socket.socket:
     """A connected socket. The host goes to getaddrinfo as bytes: a str would be encoded
     with the IDNA codec, whose import (stringprep, unicodedata) costs more than the rest."""

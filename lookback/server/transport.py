@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 import h11
 
-from lookback import local_reader
+from lookback import hook_client, local_reader
 from lookback.budget import connection_limit
 from lookback.errors import UserError
 from lookback.server.app import ReaderApp, encode
@@ -220,8 +220,7 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
         """Where clients reach it: ``unix:/path`` or ``http://host:port``."""
         if self.unix:
             return local_reader.UNIX_PREFIX + str(self.server_address)
-        host, port = str(self.server_address[0]), self.server_address[1]
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        return hook_client.http_url(str(self.server_address[0]), self.server_address[1])
 
     def mount(self, path: str, handler: Mount) -> None:
         self.mounts[path] = handler
