@@ -49,6 +49,11 @@ class ProjectDir:
     def lock_path(self) -> Path:
         return self.path / LOCK_FILE
 
+    def make(self) -> None:
+        """Create this folder, and the data home above it private (``make_home``)."""
+        make_home(self.path.parent.parent)
+        self.path.mkdir(parents=True, exist_ok=True)
+
     @property
     def rebuild_lock_path(self) -> Path:
         """Held by the one rebuild (or repair) of this project that may run."""
@@ -121,6 +126,17 @@ def refuse_foreign(only_project: str | None, *projects: str | None) -> None:
 MOVE_REFUSED = ("its header now names another project than the one holding it; with "
                 "server.tokens set, sessions are not moved to another project by watching: "
                 "run `lookback index FILE` to move it")
+
+
+def make_home(home: Path) -> None:
+    """Create the data home, when it does not exist yet, private to its user (0700): its
+    indexes hold the session text the private reader guards, and a home folder others may
+    enter (0755, the default on many systems) would hand every index to any local account.
+    One that exists keeps the mode its owner gave it."""
+    try:
+        Path(home).mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
 
 
 def project_dir(home: Path, cwd: str, namespace: str = "") -> ProjectDir:

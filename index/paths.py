@@ -14,6 +14,7 @@ from pathlib import Path
 
 import apsw
 
+from lookback.index.layout import make_home
 from lookback.index.project import ProjectWriter
 from lookback.ingest.events import Event
 
@@ -30,7 +31,7 @@ class PathRegistry:
 
     def _open(self) -> apsw.Connection:
         if self._connection is None:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
+            make_home(self.file.parent)
             connection = apsw.Connection(str(self.file))
             connection.set_busy_timeout(BUSY_TIMEOUT_MS)
             connection.execute("PRAGMA journal_mode=WAL")

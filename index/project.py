@@ -60,7 +60,7 @@ class ProjectWriter:
         ``wanted()``."""
         self.bulk = bulk
         self.project: ProjectDir = project_dir(home, cwd, namespace)
-        self.project.path.mkdir(parents=True, exist_ok=True)
+        self.project.make()
         if yields and waiting(self.project.lock_path):
             raise WriterBusy(f"another writer waits for {self.project.lock_path}")
         self._lock = acquire_lock(self.project.lock_path, lock_timeout, announce=not yields)

@@ -100,7 +100,7 @@ def stale_projects(home: Path) -> list[ProjectDir]:
 
 def exclusive(project: ProjectDir, wait: float = 0.0) -> int:
     """Take the project's rebuild lock (a descriptor to close), or raise RebuildBusy."""
-    project.path.mkdir(parents=True, exist_ok=True)
+    project.make()
     try:
         return acquire_lock(project.rebuild_lock_path, wait)
     except WriterBusy:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lookback import hook_client, local_reader
+from lookback.index.layout import make_home
 from lookback.settings import Settings
 from lookback.workers.lifeline import alive
 
@@ -164,7 +165,7 @@ def ensure(settings: Settings, started_by: str) -> Probe:
     if found.state == "foreign":
         return found
     home = Path(settings.home)
-    home.mkdir(parents=True, exist_ok=True)
+    make_home(home)
     with open(home / LOCK_FILE, "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -39,6 +39,7 @@ from lookback.background import tcp_url
 from lookback.commands.common import add_command, load
 from lookback.commands.hook import codex_budget, hook_budget
 from lookback.errors import UserError
+from lookback.index.layout import make_home
 from lookback.settings import Settings
 
 #: Marks the hook entry this command owns, so a re-run replaces it.
@@ -371,6 +372,8 @@ def run(args: argparse.Namespace) -> int:
                       f"and trusted it in {home / 'config.toml'}; it starts the reader on first "
                       "use")
     settings_file = pi_settings_file()
+    if not args.print:
+        make_home(Path(settings.home))  # private, when the copy is the first thing in it
     return finish(args, install_pi(settings, settings_file),
                   f"installed the Lookback extension in {pi_extension_dir(settings)} and listed "
                   f"it in {settings_file}; it starts the reader with "

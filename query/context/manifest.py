@@ -28,6 +28,7 @@ from typing import Any
 
 import apsw
 
+from lookback.index.layout import make_home
 from lookback.index.store import all_rows
 from lookback.settings import DEFAULTS
 
@@ -196,7 +197,8 @@ class ManifestStore:
                 return None
             connection = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_home(self.path.parent.parent)
+            self.path.parent.mkdir(exist_ok=True)
             connection = apsw.Connection(str(self.path))
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")
