@@ -9,10 +9,10 @@ newline): when the line is finished by whitespace and a newline, nothing is read
 when more text lands on it, the record read was not the line's, and the session is
 re-read as after a rewrite (below), so no wrong entry stays.
 
-A re-run's a file that shrank or whose already-read prefix
-changed (Pi rewrites v1/v2 files in place when it opens them; an editor may change
-one word and keep the size) is a rewrite, and the whole session is re-read behind a
-``reset`` event instead of being duplicated.
+On a re-run, a file that shrank or whose already-read prefix changed (Pi rewrites
+v1/v2 files in place when it opens them; an editor may change one word and keep the
+size) is a rewrite, and the whole session is re-read behind a ``reset`` event instead
+of being duplicated.
 
 The rewrite check: the header and the last read line are compared by hash on every
 read; the whole read prefix is compared by its CRC-32 (``FileState.prefix_crc``, kept
