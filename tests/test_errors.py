@@ -31,7 +31,11 @@ BUILTIN = {"Exception", "ValueError", "LookupError", "RuntimeError", "TimeoutErr
            "KeyError", "TypeError"}
 #: Exceptions used for control flow inside one module, never seen outside it (and
 #: private ones); the hook's client runs without the package (``python -S -I``).
-INTERNAL = {"LookbackError", "SemanticFallback", "HookSkipped"}
+# Control flow that never reaches a user: the hooks' skip, the standard-library-only
+# socket module's "no reader" / "not ours" (hooks load it without the package, so it cannot
+# import lookback.errors), a worker's ended ownership term.
+INTERNAL = {"LookbackError", "SemanticFallback", "HookSkipped", "NoReader", "NotOurReader",
+            "Fenced"}
 
 
 @pytest.mark.parametrize(("error", "kind", "exit_code", "status"), [
