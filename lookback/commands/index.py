@@ -71,10 +71,11 @@ def run(args: argparse.Namespace) -> int:
         # bulk: new indexes are written without fsyncs and the run syncs once at its
         # end (many small projects: ~4 fsyncs each dominated the run)
         sink = EmbeddedSink(settings.home, namespace=settings.namespace, bulk=True)
-    with sink, Progress(sum(map(_size, files)), what="indexing", quiet=args.quiet) as progress:
+    sizes = [_size(path) for path in files]
+    with sink, Progress(sum(sizes), what="indexing", quiet=args.quiet) as progress:
         report = ingest_files(files, sink, strict=named_files(args.paths),
                               max_line_bytes=settings.max_line_bytes,
-                              excluded=settings.excluded, **_follow(files, progress))
+                              excluded=settings.excluded, **_follow(sizes, progress))
     report.not_sessions.extend(skipped)
     _note_sink(report, sink)
     _summary(report, time.monotonic() - started, args.json, unreadable)
@@ -120,17 +121,19 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _follow(files: list[Path], progress: Progress) -> dict[str, Callable]:
+def _follow(sizes: list[int], progress: Progress) -> dict[str, Callable]:
     """``ingest_files``' callbacks that move ``progress`` by bytes: batch by batch inside a
-    file (one large session is followed as it is read), to its end once it is done."""
+    file (one large session is followed as it is read), to its end once it is done.
+    ``sizes``: each file's size, in the order ``ingest_files`` reads them, as the bar's
+    total counted it (a file is not looked at twice)."""
     state = {"before": 0, "files": 0}
-    total = len(files)
+    total = len(sizes)
 
     def on_batch(path: Path, offset: int) -> None:
         progress.reach(state["before"] + offset)
 
     def on_file(path: Path, report: IngestReport) -> None:
-        state["before"] += _size(path)
+        state["before"] += sizes[state["files"]]
         state["files"] += 1
         progress.reach(state["before"], f"{state['files']:,}/{total:,} files, "
                                         f"{report.read.entries:,} entries")
