@@ -87,13 +87,8 @@ def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
         context = additional_context(post_json(url, "/v1/retrieve", body, deadline=deadline,
                                                token=token, home=home))
         return hook_output(context) if context else None
-    except hook_client.NoReader:  # no reader: start one for the next prompt, add nothing now
-        hook_client.start_reader(home, "claude-code")
-        return None
-    except hook_client.NotOurReader as error:  # not this user's reader: it got nothing
-        hook_client.not_ours(error)
-        return None
-    except Exception:  # fail-open: whatever went wrong, Claude Code goes on unchanged
+    except Exception as error:  # fail-open: whatever went wrong, Claude Code goes on unchanged
+        hook_client.fail_open(error, home, "claude-code")
         return None
 
 

@@ -279,13 +279,8 @@ def run_hook(stdin: bytes, *, url: str, provider: str, timeout_ms: float,
                  if not _sources(text) & quoted]
         context = hook_client.whole_envelopes(fresh, room * BYTES_PER_TOKEN, _bytes)
         return hook_client.hook_output(EVENT, context) if context else None
-    except hook_client.NoReader:  # no reader: start one for the next prompt, add nothing now
-        hook_client.start_reader(home, "codex")
-        return None
-    except hook_client.NotOurReader as error:  # not this user's reader: it got nothing
-        hook_client.not_ours(error)
-        return None
-    except Exception:  # fail-open: whatever went wrong, Codex goes on unchanged
+    except Exception as error:  # fail-open: whatever went wrong, Codex goes on unchanged
+        hook_client.fail_open(error, home, "codex")
         return None
 
 

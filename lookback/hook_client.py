@@ -221,6 +221,16 @@ def start_reader(home: str, started_by: str) -> None:
         pass
 
 
+def fail_open(error: Exception, home: str, started_by: str) -> None:
+    """What a hook does when a prompt gets nothing because of ``error``: no reader, start
+    one for the next prompt (``start_reader``); not this user's reader, say why
+    (``not_ours``); anything else, nothing. Never raises."""
+    if isinstance(error, NoReader):
+        start_reader(home, started_by)
+    elif isinstance(error, NotOurReader):
+        not_ours(error)
+
+
 def not_ours(error: Exception) -> None:
     """Say on stderr, once per prompt, why nothing was sent (the agent shows a hook's
     stderr in its debug view; the prompt goes on unchanged)."""
