@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"projects": [asdict(report) for report in reports]}, indent=2))
         return 1 if failed else 0
     if not projects:
-        print("no projects indexed yet: run `lookback index`")
+        print("no projects indexed yet: `lookback index` reads the agents' session folders once "
+              "they exist; `lookback index PATH ...` reads the session files or folders named")
     for report in reports:
         print(f"{report.project}: {report.events_dropped:,} of {report.events_before:,} events "
               f"dropped, {report.bytes_before:,} -> {report.bytes_after:,} bytes in "

@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     for problem in report.get("service_problems") or []:
         print(f"problem: {problem['problem']}\n  fix: {problem['fix']}")
     if not report["projects"]:
-        print("no projects indexed yet: run `lookback index`")
+        print("no projects indexed yet: `lookback index` reads the agents' session folders once "
+              "they exist; `lookback index PATH ...` reads the session files or folders named")
     for project in report["projects"]:
         cwd = project.get("cwd")
         print(f"\n{project['project']}" + (f"  ({cwd})" if cwd else ""))
