@@ -169,6 +169,8 @@ def _leave_alone(config: ServiceConfig, project: str, owner: Owner | None) -> Dr
         return DrainReport(project, skipped="no owner")
     if owner.paused:
         return DrainReport(project, skipped="paused")
+    if is_mine(config, owner):  # another live instance holds this host's lease: not ours
+        return DrainReport(project, skipped="this host's lease is held by another instance")
     send(config, APPLY_ACTOR, owner.queue, project)
     logger.info("project %s belongs to %s: nudge forwarded", project, owner.id)
     return DrainReport(project, skipped=f"owned by {owner.id}")

@@ -279,3 +279,23 @@ def test_a_reader_names_the_host_that_owns_a_project(hosts, tmp_path) -> None:
         assert answer.body["status"] == "not-indexed"
     finally:
         reader.stop()
+
+
+def test_a_worker_without_its_hosts_lease_applies_nothing(hosts, tmp_path) -> None:
+    """Another live instance holds host A's lease (a dramatiq worker started by hand
+    under a used name): A's drain applies nothing and re-queues nothing (it used to
+    forward the nudge to its own queue, over and over)."""
+    from lookback.workers.status import queue_figures
+
+    first, _, _ = hosts
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    publish(first, sessions, 0, 20)
+    key = RedisSink(first.config).project(PROJECTS[0])
+    first.client.set(first.config.lease_key(f"host-a:{first.home}"), "otherbox pid 1 x",
+                     px=60_000)
+    take(first.config, first.client, key)
+    report = drain(first.config, first.client, key)
+    assert report.applied == 0 and report.skipped and "another instance" in report.skipped
+    assert queue_figures(first.config, first.client, my_queues(first.config)[0])["depth"] == 0
+    assert helpers.indexed_entries(first.home, PROJECTS[0]) == []
