@@ -2,9 +2,9 @@
 
 A tqdm bar on stderr with the rate and the time left, only when stderr is a terminal
 and ``--quiet`` was not given: a pipe or a log file gets no progress lines, only the
-command's summary. A ticker thread redraws the bar four times a second, so its elapsed
-time and rate keep moving while one long step runs (a large batch, the final sync):
-the terminal is never silent for more than a second.
+command's summary. A ticker thread redraws the bar every ``REDRAW_SECONDS``, so its
+elapsed time and rate keep moving while one long step runs (a large batch, the final
+sync) instead of the terminal looking stuck.
 """
 
 from __future__ import annotations
