@@ -299,3 +299,51 @@ def test_a_worker_without_its_hosts_lease_applies_nothing(hosts, tmp_path) -> No
     assert report.applied == 0 and report.skipped and "another instance" in report.skipped
     assert queue_figures(first.config, first.client, my_queues(first.config)[0])["depth"] == 0
     assert helpers.indexed_entries(first.home, PROJECTS[0]) == []
+
+
+def test_a_redis_restart_with_its_append_only_file_moves_nothing(tmp_path) -> None:
+    """Redis killed and restarted on its AOF (compose.yaml's setup) under two live
+    hosts: owners, epochs and kept streams come back, no project moves, and the events
+    published afterwards land once on their owner."""
+    from tests.service.test_crashes import OwnRedis
+
+    own = OwnRedis(tmp_path / "redis")
+    own.start()
+    steady = {**FAST, "LOOKBACK_WORKERS__LEASE_SECONDS": "10"}
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    first = make_service(tmp_path / "a", own.url, LOOKBACK_WORKERS__HOST="host-a", **steady)
+    second = make_service(tmp_path / "b", own.url, LOOKBACK_WORKERS__HOST="host-b",
+                          LOOKBACK_WORKERS__KEY_PREFIX=first.config.prefix, **steady)
+    started = []
+    try:
+        keys = [RedisSink(first.config).project(cwd) for cwd in PROJECTS]
+        for key, service in zip(keys, [first, first, second, second], strict=True):
+            take(service.config, first.client, key)
+        started += [first.worker(threads=1).start(), second.worker(threads=1).start()]
+        sessions = tmp_path / "sessions"
+        sessions.mkdir()
+        owners = [first, first, second, second]
+        paths = publish(first, sessions, 0, 50)
+        for service, path, cwd in zip(owners, paths, PROJECTS, strict=True):
+            helpers.wait_for(lambda s=service, p=path, c=cwd: complete_once(s, p, c), 60,
+                             f"{cwd} applied on its owner")
+        before = [owner_of(first.config, first.client, key) for key in keys]
+
+        own.kill()
+        own.start()  # same port, same append-only file
+        first.client.close()
+        assert [owner_of(first.config, first.client, key) for key in keys] == before
+        paths = publish(first, sessions, 50, 100)
+        for service, path, cwd in zip(owners, paths, PROJECTS, strict=True):
+            helpers.wait_for(lambda s=service, p=path, c=cwd: complete_once(s, p, c), 60,
+                             f"{cwd} applied on its owner after the restart")
+        for other, cwd in zip([second, second, first, first], PROJECTS, strict=True):
+            assert helpers.indexed_entries(other.home, cwd) == []  # nothing moved
+        assert [owner_of(first.config, first.client, key) for key in keys] == before
+    finally:
+        for worker in started:
+            worker.stop()
+        cleanup(first)
+        second.client.close()
+        own.kill()
