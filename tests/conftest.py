@@ -16,7 +16,8 @@ import functools
 import importlib.util
 import os
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,15 @@ from tests.support import fixture_path, new_folder
 def home(tmp_path: Path) -> Path:
     """An empty Lookback data directory."""
     return new_folder(tmp_path / "home")
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A folder under /tmp that uid 65534 may traverse (pytest's own is its owner's only)."""
+    folder = Path(tempfile.mkdtemp(prefix="lb-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -433,17 +432,15 @@ def _as_another_user(command: list[str]) -> list[str]:
     return ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *command]
 
 
-def test_unreadable_folders_and_files_are_skipped_named_and_counted(tmp_path_factory):
+def test_unreadable_folders_and_files_are_skipped_named_and_counted(shared_tmp):
     """One folder index cannot read used to abort the run with nothing indexed: now the
     rest is indexed, each unreadable path named, and the exit status is 1."""
     import os
     import subprocess
     import sys
-    import tempfile
 
-    base = Path(tempfile.mkdtemp(prefix="lookback-unreadable-"))
+    base = shared_tmp
     try:
-        base.chmod(0o755)
         sessions, home = base / "sessions", base / "home"
         (sessions / "open").mkdir(parents=True)
         (sessions / "locked").mkdir()
@@ -478,7 +475,6 @@ def test_unreadable_folders_and_files_are_skipped_named_and_counted(tmp_path_fac
         for path in (base / "sessions" / "locked", base / "sessions" / "open" / "c.jsonl"):
             if path.exists() or path.is_symlink():
                 path.chmod(0o700)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _on_a_terminal(argv: list[str], environ: dict[str, str]) -> tuple[int, str, str]:
@@ -545,16 +541,14 @@ def test_config_prints_each_setting_with_its_origin(run, home, tmp_path, monkeyp
     assert report["settings"]["server.port"] == {"value": 9100, "origin": str(config)}
 
 
-def test_watch_goes_on_past_a_folder_it_cannot_read(tmp_path_factory):
+def test_watch_goes_on_past_a_folder_it_cannot_read(shared_tmp):
     """One unreadable folder made every rescan fail, so nothing beside it was watched."""
     import os
     import subprocess
     import sys
-    import tempfile
 
-    base = Path(tempfile.mkdtemp(prefix="lookback-watch-unreadable-"))
+    base = shared_tmp
     try:
-        base.chmod(0o755)
         sessions, home = base / "sessions", base / "home"
         (sessions / "locked").mkdir(parents=True)
         (sessions / "open").mkdir()
@@ -577,4 +571,3 @@ def test_watch_goes_on_past_a_folder_it_cannot_read(tmp_path_factory):
         assert "events from 1 changed files" in done.stderr
     finally:
         (base / "sessions" / "locked").chmod(0o700)
-        shutil.rmtree(base, ignore_errors=True)

@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -107,15 +104,6 @@ while True:
         break
     print(json.dumps({"bytes": len(got)}), flush=True)
 """
-
-
-@pytest.fixture
-def shared_tmp() -> Iterator[Path]:
-    """A folder under /tmp that uid 65534 may traverse (pytest's own is its owner's only)."""
-    folder = Path(tempfile.mkdtemp(prefix="lb-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
