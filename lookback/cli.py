@@ -98,11 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if message is None:
             raise
         if getattr(args, "json", False):  # the program reading stdout learns it failed too
-            import json
+            from lookback.commands.common import json_text
 
             payload = error.payload() if isinstance(error, LookbackError) else \
                 {"status": "error", "error": {"code": "failed", "message": message}}
-            print(json.dumps(payload, indent=2, ensure_ascii=False))
+            print(json_text(payload))
         print(f"lookback: error: {message}", file=sys.stderr)
         return code
 
