@@ -19,7 +19,7 @@ from lookback.index.rebuild import stale_projects
 from lookback.workers.config import ServiceConfig
 from lookback.workers.log import id_millis
 from lookback.workers.nudge import nudge, request_rebuild
-from lookback.workers.owner import alive, me, owner_of
+from lookback.workers.owner import Owner, alive, me
 from lookback.workers.port import RedisPort, entries, text
 from lookback.workers.reindex import mark_queued
 
@@ -30,13 +30,21 @@ def sweep(config: ServiceConfig, client: RedisPort) -> int:
     """Nudge the projects with pending events; returns how many were nudged."""
     now_ms = _redis_millis(client)
     nudged = 0
-    for raw in client.hkeys(config.projects_key):
-        project = text(raw)
-        applied = client.get(config.applied_key(project))  # the owner's cursor (a hint)
+    projects = [text(raw) for raw in client.hkeys(config.projects_key)]
+    with client.pipeline(transaction=False) as pipe:  # one round trip for the hints
+        for project in projects:
+            pipe.get(config.applied_key(project))  # the owner's cursor
+            pipe.get(config.owner_key(project))
+        hints = pipe.execute()
+    live: dict[str, bool] = {}  # per host: its lease held (a few hosts, many projects)
+    for number, project in enumerate(projects):
+        applied, raw_owner = hints[2 * number], hints[2 * number + 1]
         first = entries(client, config.log_key(project),
                         min="-" if applied is None else f"({text(applied)}", count=1)
-        owner = owner_of(config, client, project)
-        orphaned = owner is not None and not owner.paused and not alive(config, client, owner)
+        owner = None if raw_owner is None else Owner.from_json(raw_owner)
+        if owner is not None and owner.id not in live:
+            live[owner.id] = alive(config, client, owner)
+        orphaned = owner is not None and not owner.paused and not live[owner.id]
         if not first and not orphaned:
             continue
         overdue = orphaned or now_ms - id_millis(first[0][0]) > 2000 * config.sweep_seconds
