@@ -249,7 +249,7 @@ VARIABLE_NAMES = {"sessions_dirs": "LOOKBACK_SESSIONS_DIR",
 def load_settings(overrides: Mapping[str, Any] | None = None,
                   environ: Mapping[str, str] | None = None) -> Settings:
     """Merge defaults, the TOML file, the environment and ``overrides`` (flags)."""
-    return load_with_origins(overrides, environ)[0]
+    return _load(overrides, environ)[0]
 
 
 #: The settings file's name, in the platform's config folder (and, before, the data dir).
@@ -291,6 +291,14 @@ def load_with_origins(overrides: Mapping[str, Any] | None = None,
                       ) -> tuple[Settings, dict[str, str]]:
     """``load_settings``, and where each setting's value came from: ``default``, the
     settings file's path, the variable's name, or ``command line`` (a flag)."""
+    settings, layers = _load(overrides, environ)
+    return settings, _origins(layers)
+
+
+def _load(overrides: Mapping[str, Any] | None, environ: Mapping[str, str] | None
+          ) -> tuple[Settings, list[tuple[str, dict[str, Any]]]]:
+    """The settings, and the layers merged into them, lowest first: (where its values
+    came from: the settings file's path, "" for the variables, ``command line``, values)."""
     environ = os.environ if environ is None else environ
     path, note = settings_file(environ)
     if note and note not in _noted:
@@ -304,22 +312,29 @@ def load_with_origins(overrides: Mapping[str, Any] | None = None,
         ("the command line", "command line",
          {k: v for k, v in (overrides or {}).items() if v is not None}),
     ]
-    origins = {key: "default" for key, _ in _leaves(DEFAULTS, ())}
-    for origin, label, layer in layers:
+    for origin, _, layer in layers:
         _check_keys(layer, Settings, origin, ())
         _merge(values, layer)
-        for key in _set_keys(layer, ()):
-            origins[key] = label or variable_name(key)
-            if label == "command line" and "." not in key:  # a flag of its own: --home
-                origins[key] = "--" + key.replace("_", "-")
     try:
         settings = msgspec.convert(values, Settings, strict=False, dec_hook=_decode)
     except msgspec.ValidationError as error:
         raise SettingsError(_explain(str(error))) from None
+    return _renamed(settings, values), [(label, layer) for _, label, layer in layers]
+
+
+def _origins(layers: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """Each setting's origin (``load_with_origins``), from the layers ``_load`` merged;
+    worked out only when asked, not on every load."""
+    origins = {key: "default" for key, _ in _leaves(DEFAULTS, ())}
+    for label, layer in layers:
+        for key in _set_keys(layer, ()):
+            origins[key] = label or variable_name(key)
+            if label == "command line" and "." not in key:  # a flag of its own: --home
+                origins[key] = "--" + key.replace("_", "-")
     for old, new in RENAMED.items():  # a deprecated name's value lands on the new one
         if origins.get(old, "default") != "default" and origins[new] == "default":
             origins[new] = origins[old]
-    return _renamed(settings, values), origins
+    return origins
 
 
 def _set_keys(values: Mapping[str, Any], path: tuple[str, ...]) -> Iterator[str]:
