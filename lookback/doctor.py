@@ -650,8 +650,8 @@ def check_transcript_cleanup(situation: Situation) -> list[Finding]:
 
 
 CHECKS: list[Check] = [check_reader, check_session_folders, check_pi_package, check_claude_hook,
-                       check_codex_hook, check_mcp, check_freshness, check_indexes, check_privacy,
-                       check_transcript_cleanup]
+                       check_codex_hook, check_mcp, check_freshness, check_service,
+                       check_indexes, check_privacy, check_transcript_cleanup]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -246,6 +246,8 @@ def test_status_and_doctor_name_a_dead_owner_and_its_orphaned_queue(hosts, tmp_p
 
     findings = check_service(Situation(second.settings, second.environ, tmp_path))
     assert {f.status for f in findings} == {"problem"} and all(f.fix for f in findings)
+    _, out, _ = lookback(second, "doctor")  # the check runs in `lookback doctor`
+    assert f"service: worker host host-a:{first.home} is dead" in out
 
     assert drain(second.config, first.client, key).applied > 0  # B takes it over
     status = json.loads(lookback(second, "status", "--json")[1])
