@@ -37,6 +37,9 @@ LOG_FILE = Path("logs") / "serve.log"
 STOP_WAIT_SECONDS = 10.0
 #: How long ``probe`` waits for the reader's identity.
 PROBE_SECONDS = 1.0
+#: How long a recorded reader that runs but does not answer yet counts as ``starting``; after
+#: that ``--ensure`` says it does not answer (rather than ``starting`` forever).
+STARTING_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,11 @@ class Started:
 @dataclass(frozen=True)
 class Probe:
     """What answers at this data home's socket: ``ours``, ``none`` or ``foreign`` (with
-    why it is not ours)."""
+    why it is not ours); ``address``: where the reader answered, when it did."""
 
     state: str
     reason: str = ""
+    address: str = ""
 
 
 def process_identity(pid: int) -> str | None:
@@ -108,9 +112,12 @@ def log_path(settings: Settings) -> Path:
     return Path(settings.home) / LOG_FILE
 
 
-def where(settings: Settings) -> dict[str, str]:
-    """Where this data home's reader listens and what its ``/v1/health`` calls it."""
-    path = local_reader.socket_path(settings.home)
+def where(settings: Settings, address: str = "") -> dict[str, str]:
+    """Where this data home's reader listens (``address`` when known, else the socket it
+    recorded when one is there, else this environment's) and what its ``/v1/health`` calls
+    it."""
+    path = address.removeprefix(local_reader.UNIX_PREFIX) if address \
+        else local_reader.find_socket(settings.home)
     return {"address": local_reader.UNIX_PREFIX + path, "socket": path,
             "identity": local_reader.fingerprint(settings.home)}
 
@@ -135,14 +142,15 @@ def read_started(settings: Settings) -> Started | None:
         return None
 
 
-def probe(settings: Settings, seconds: float = PROBE_SECONDS) -> Probe:
-    """Whether this data home's reader answers on the user's socket, verified as every
-    client verifies it (``hook_client.open_reader``)."""
+def probe(settings: Settings, seconds: float = PROBE_SECONDS, url: str = "") -> Probe:
+    """Whether this data home's reader answers on the user's socket (``url``: at that
+    ``unix:`` address), verified as every client verifies it (``hook_client.open_reader``)."""
     deadline = time.monotonic() + seconds
     try:
-        with hook_client.open_reader("", str(settings.home), deadline,
-                                     os.environ.get("LOOKBACK_TOKEN") or None):
-            return Probe("ours")
+        reader = hook_client.open_reader(url, str(settings.home), deadline,
+                                         os.environ.get("LOOKBACK_TOKEN") or None)
+        with reader:
+            return Probe("ours", address=local_reader.UNIX_PREFIX + reader.path)
     except local_reader.NoReader:
         return Probe("none")
     except local_reader.NotOurReader as error:
@@ -157,11 +165,13 @@ def probe(settings: Settings, seconds: float = PROBE_SECONDS) -> Probe:
 def ensure(settings: Settings, started_by: str) -> Probe:
     """Start this data home's reader in the background unless it answers or is starting;
     never waits for it. The state is ``running``, ``starting`` (another process holds the
-    lock, or the recorded reader is alive but not answering yet), ``started``, or
-    ``foreign`` (something that is not this reader is at its socket: nothing started)."""
+    lock, or the recorded reader is alive but not answering yet), ``started``, ``foreign``
+    (something that is not this reader is at its socket: nothing started) or
+    ``not-answering`` (the recorded reader runs but has not answered for
+    ``STARTING_SECONDS``: nothing started)."""
     found = probe(settings)
     if found.state == "ours":
-        return Probe("running")
+        return Probe("running", address=found.address)
     if found.state == "foreign":
         return found
     home = Path(settings.home)
@@ -174,18 +184,34 @@ def ensure(settings: Settings, started_by: str) -> Probe:
         recorded = read_started(settings)
         if recorded is not None and recorded.alive(home) \
                 and recorded.address.startswith(local_reader.UNIX_PREFIX):
-            return Probe("starting")
+            return _recorded_state(settings, recorded)
         found = probe(settings)
         if found.state != "none":
-            return Probe("running") if found.state == "ours" else found
+            return Probe("running", address=found.address) if found.state == "ours" else found
         pid = _spawn(settings)
-        record = {"pid": pid, "address": where(settings)["address"], "started_by": started_by,
-                  "started_at": time.time(), "log": str(log_path(settings)),
-                  "identity": process_identity(pid)}
+        record = {"pid": pid, "address": local_reader.address(settings.home),
+                  "started_by": started_by, "started_at": time.time(),
+                  "log": str(log_path(settings)), "identity": process_identity(pid)}
         temporary = pid_path(settings).with_suffix(".tmp")
         temporary.write_text(json.dumps(record), encoding="utf-8")
         temporary.replace(pid_path(settings))
     return Probe("started")
+
+
+def _recorded_state(settings: Settings, recorded: Started) -> Probe:
+    """The state of a recorded reader that still runs but was not found where this
+    environment looks: asked at the address it recorded, checked the same way."""
+    found = probe(settings, url=recorded.address)
+    if found.state == "ours":
+        return Probe("running", address=recorded.address)
+    if found.state == "foreign":
+        return found
+    if time.time() - recorded.started_at < STARTING_SECONDS:
+        return Probe("starting", address=recorded.address)
+    return Probe("not-answering", f"the reader {recorded.started_by} started (pid "
+                 f"{recorded.pid}) runs but does not answer at {recorded.address}: run "
+                 "`lookback serve --stop`, then `lookback serve --ensure`",
+                 address=recorded.address)
 
 
 def _spawn(settings: Settings) -> int:

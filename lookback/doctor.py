@@ -136,12 +136,13 @@ def check_reader(situation: Situation) -> list[Finding]:
     if url.startswith("http"):
         health_or_finding = _tcp_health(url, token)
     else:
-        if not url:
+        explicit = url
+        if not url:  # the socket the reader recorded, else this environment's
             try:
-                url = local_reader.address(home)
+                url = local_reader.UNIX_PREFIX + local_reader.find_socket(home)
             except local_reader.NotOurReader as error:
                 return [Finding("reader", PROBLEM, str(error))]
-        health_or_finding = _socket_health(url, token, home)
+        health_or_finding = _socket_health(explicit, url, token, home)
     if isinstance(health_or_finding, Finding):
         return [health_or_finding]
     health = health_or_finding
@@ -180,10 +181,13 @@ def _tcp_health(url: str, token: str | None) -> dict[str, Any] | Finding:
     return health if isinstance(health, dict) else _no_reader(url)
 
 
-def _socket_health(url: str, token: str | None, home: str) -> dict[str, Any] | Finding:
+def _socket_health(explicit: str, url: str, token: str | None,
+                   home: str) -> dict[str, Any] | Finding:
+    """``/v1/health`` from the reader at ``explicit``, or without it as the hooks find it;
+    ``url`` names where, in findings."""
     deadline = time.monotonic() + 2
     try:
-        health = hook_client.get_json(url, "/v1/health", deadline=deadline, token=token,
+        health = hook_client.get_json(explicit, "/v1/health", deadline=deadline, token=token,
                                       home=home)
     except local_reader.NoReader:
         return _no_reader(url)

@@ -128,15 +128,19 @@ class open_reader:  # noqa: N801 (a context manager used like a function)
     """``with open_reader(url, home, deadline, token) as (connection, host, base)``: a
     connection to the reader, the Host header to send and the URL's path prefix.
 
-    Without ``url``: this user's socket for ``home``, checked by ``local_reader.connect``
-    (directory, owner, peer uid), then asked ``GET /v1/health?projects=0`` on the same
-    connection, whose ``identity`` must be ``home``'s; ``NoReader`` or ``NotOurReader``
-    otherwise, before anything else is sent. ``unix:/path`` names the socket instead
-    (checked the same way). ``http://host:port``: a TCP connection, as it is."""
+    Without ``url``: this user's socket for ``home`` (the one its reader recorded, then the
+    one this environment gives: ``local_reader.socket_candidates``), each checked by
+    ``local_reader.connect`` (directory, owner, peer uid), then asked
+    ``GET /v1/health?projects=0`` on the same connection, whose ``identity`` must be
+    ``home``'s; ``NoReader`` or ``NotOurReader`` otherwise, before anything else is sent.
+    ``unix:/path`` names the socket instead (checked the same way). ``http://host:port``:
+    a TCP connection, as it is."""
 
     def __init__(self, url: str, home: str, deadline: float, token: str | None) -> None:
         self.url, self.home, self.deadline, self.token = url, home, deadline, token
         self.connection: socket.socket | None = None
+        #: The socket reached (without ``url``: the first candidate that proved ours).
+        self.path = ""
 
     def __enter__(self) -> tuple[socket.socket, str, str]:
         if self.url and not self.url.startswith(local_reader.UNIX_PREFIX):
@@ -145,19 +149,37 @@ class open_reader:  # noqa: N801 (a context manager used like a function)
             return self.connection, f"{host}:{port}", base
         if not self.home:
             raise HookSkipped("no data home to find the reader by")
-        path = self.url[len(local_reader.UNIX_PREFIX):] if self.url \
-            else local_reader.socket_path(self.home)
-        self.connection = local_reader.connect(path, _left(self.deadline))
+        paths = [self.url[len(local_reader.UNIX_PREFIX):]] if self.url \
+            else local_reader.socket_candidates(self.home)
+        refused: local_reader.NotOurReader | None = None
+        for path in paths:  # the recorded socket first, then this environment's
+            try:
+                self.connection = self._verified(path)
+            except NoReader:
+                continue
+            except NotOurReader as error:
+                # A recorded socket that is not ours is a stale hint: looked past (nothing
+                # was sent); only where this environment puts the reader is a refusal.
+                refused = error if path == paths[-1] else None
+                continue
+            self.path = path
+            return self.connection, "localhost", ""
+        if refused is not None:
+            raise refused
+        raise NoReader(f"no reader at {' or '.join(paths)}")
+
+    def _verified(self, path: str) -> socket.socket:
+        connection = local_reader.connect(path, _left(self.deadline))
         try:
             # No token with it: the identity is answered without one, and nothing is
             # given to a process before it has proved to be this reader.
-            self.connection.sendall(_request("GET", "/v1/health?projects=0", "localhost",
-                                             None, None, keep_alive=True))
-            local_reader.check_identity(_read_one(self.connection, self.deadline), self.home)
+            connection.sendall(_request("GET", "/v1/health?projects=0", "localhost",
+                                        None, None, keep_alive=True))
+            local_reader.check_identity(_read_one(connection, self.deadline), self.home)
         except BaseException:
-            self.connection.close()
+            connection.close()
             raise
-        return self.connection, "localhost", ""
+        return connection
 
     def __exit__(self, *exc: object) -> None:
         if self.connection is not None:

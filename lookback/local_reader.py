@@ -5,10 +5,15 @@ tmux's and ssh-agent's are: in a directory only that user may enter
 (``$XDG_RUNTIME_DIR/lookback/`` when that variable names a directory the user owns, else
 ``${TMPDIR:-/tmp}/lookback-<uid>/``, created 0700), named after the data home
 (``fingerprint``: a short hash of its real path), so readers of two data homes are never
-taken for each other. The reader checks every connection's peer uid; a client, before it
-sends a byte, checks the directory (its owner and mode), the socket's owner, the reader's
-peer uid and then the ``identity`` ``GET /v1/health`` answers (the fingerprint of the data
-home it expects). Anything else is not its reader (``NotOurReader``): nothing is sent.
+taken for each other. That directory depends on the environment, so the reader also records
+its socket's path in the data home (``reader.socket``, beside the index; the home is the
+user's, 0700): a client that knows the home tries the recorded socket first, then the one its
+own environment gives (``socket_candidates``), and finds the reader from cron, ``sudo -u`` or
+another shell alike. Every candidate passes every check below. The reader checks every
+connection's peer uid; a client, before it sends a byte, checks the directory (its owner and
+mode), the socket's owner, the reader's peer uid and then the ``identity``
+``GET /v1/health`` answers (the fingerprint of the data home it expects). Anything else is
+not its reader (``NotOurReader``): nothing is sent.
 
 Only the standard library: the agent hooks load this file beside them as a plain script
 under ``python -S -I`` (``lookback.hook_client``).
@@ -28,6 +33,8 @@ from collections.abc import Mapping
 UNIX_PREFIX = "unix:"
 #: The bytes a socket path may have (``sun_path``, its terminating NUL excluded).
 MAX_SOCKET_PATH_BYTES = (104 if sys.platform == "darwin" else 108) - 1
+#: The file in the data home that names the socket its reader listens on.
+ADDRESS_FILE = "reader.socket"
 
 
 class NotOurReader(Exception):
@@ -76,6 +83,73 @@ def socket_path(home: str | os.PathLike[str], environ: Mapping[str, str] | None 
             return path
     raise NotOurReader("no directory for the reader's socket is short enough "
                        f"(at most {MAX_SOCKET_PATH_BYTES} bytes): set TMPDIR to a short path")
+
+
+def recorded_path(home: str | os.PathLike[str]) -> str:
+    """The file in the data home where its reader records the socket it listens on."""
+    return os.path.join(os.path.expanduser(os.fspath(home)), ADDRESS_FILE)
+
+
+def recorded_socket(home: str | os.PathLike[str]) -> str | None:
+    """The socket the reader of ``home`` recorded (None: none, or not a socket path). Only a
+    hint: whatever is there is checked as any candidate is."""
+    try:
+        with open(recorded_path(home), "rb") as file:
+            text = os.fsdecode(file.read(MAX_SOCKET_PATH_BYTES + 2)).strip()
+    except (OSError, ValueError):
+        return None
+    if not os.path.isabs(text) or len(os.fsencode(text)) > MAX_SOCKET_PATH_BYTES \
+            or "\0" in text or "\n" in text:
+        return None
+    return text
+
+
+def socket_candidates(home: str | os.PathLike[str],
+                      environ: Mapping[str, str] | None = None) -> list[str]:
+    """Where to look for the reader of ``home``, first first: the socket it recorded, then
+    ``socket_path`` (``NotOurReader`` when there is neither)."""
+    found = [recorded] if (recorded := recorded_socket(home)) else []
+    try:
+        computed = socket_path(home, environ)
+    except NotOurReader:
+        if not found:
+            raise
+    else:
+        if computed not in found:
+            found.append(computed)
+    return found
+
+
+def find_socket(home: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> str:
+    """The first candidate where a socket exists, else ``socket_path`` (where a reader
+    started now would listen)."""
+    candidates = socket_candidates(home, environ)
+    for path in candidates:
+        try:
+            if stat.S_ISSOCK(os.lstat(path).st_mode):
+                return path
+        except OSError:
+            continue
+    return candidates[-1]
+
+
+def record_socket(home: str | os.PathLike[str], path: str) -> None:
+    """Record in the data home that its reader listens at ``path`` (atomically, 0600)."""
+    target = recorded_path(home)
+    temporary = f"{target}.{os.getpid()}.tmp"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(os.fsencode(path) + b"\n")
+    os.replace(temporary, target)
+
+
+def forget_socket(home: str | os.PathLike[str], path: str) -> None:
+    """Remove the record, if it still names ``path`` (a newer reader may have replaced it)."""
+    if recorded_socket(home) == path:
+        try:
+            os.unlink(recorded_path(home))
+        except OSError:
+            pass
 
 
 def address(home: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> str:

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from lookback import local_reader
@@ -213,3 +214,70 @@ def test_a_reader_with_tokens_is_still_found_without_one(home):
         assert json.loads(lookback(home, "serve", "--ensure").stdout)["reader"] == "running"
     finally:
         lookback(home, "serve", "--stop")
+
+
+def test_a_reader_started_under_one_environment_is_found_from_another(home, tmp_path,
+                                                                     monkeypatch):
+    """Issue 27: a reader started with XDG_RUNTIME_DIR set listens in that directory; cron,
+    `sudo -u` or another shell (no XDG_RUNTIME_DIR, another TMPDIR) compute another. They
+    find it through the socket it records in the data home, checked as any socket is."""
+    runtime, other = tmp_path / "xr", tmp_path / "ot"
+    runtime.mkdir(mode=0o700)
+    other.mkdir()
+    started_env = {"XDG_RUNTIME_DIR": str(runtime)}
+    socket_there = local_reader.socket_path(home, started_env)
+    assert socket_there.startswith(str(runtime))
+    assert json.loads(lookback(home, "serve", "--ensure", **started_env).stdout)["reader"] \
+        == "started"
+    try:
+        wait_for_health(local_reader.UNIX_PREFIX + socket_there, timeout=60)
+        monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+        monkeypatch.setenv("TMPDIR", str(other))
+        assert local_reader.socket_path(home) != socket_there  # this environment's
+        plain = {**environment(home), "TMPDIR": str(other)}
+        plain.pop("XDG_RUNTIME_DIR", None)
+        ensured = subprocess.run([*LOOKBACK, "--home", str(home), "serve", "--ensure"],
+                                 capture_output=True, text=True, timeout=120, env=plain,
+                                 check=False)
+        answer = json.loads(ensured.stdout)
+        assert (ensured.returncode, answer["reader"], answer["socket"]) == \
+            (0, "running", socket_there)
+        address = subprocess.run([*LOOKBACK, "--home", str(home), "serve", "--address"],
+                                 capture_output=True, text=True, timeout=120, env=plain,
+                                 check=False)
+        assert json.loads(address.stdout)["socket"] == socket_there
+        # The hooks' client, in this environment: found and its identity checked.
+        from lookback import hook_client
+
+        health = hook_client.get_json("", "/v1/health", deadline=time.monotonic() + 30,
+                                      home=str(home))
+        assert isinstance(health, dict) and health["identity"] == local_reader.fingerprint(home)
+        from lookback.doctor import Situation
+
+        settings = load_settings({"home": str(home)}, environ={})
+        [finding] = check_reader(Situation(settings, environ={"HOME": str(home)}, cwd=home))
+        assert finding.status == "ok", finding.summary
+        assert finding.details["url"] == local_reader.UNIX_PREFIX + socket_there
+    finally:
+        stopped = lookback(home, "serve", "--stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert not (home / local_reader.ADDRESS_FILE).exists()  # the reader took its record
+
+
+def test_a_recorded_socket_that_is_not_ours_is_passed_over(home, tmp_path):
+    """The record is a hint: a socket it names in a directory of another user gets nothing
+    sent, and does not stop the reader being looked for (and started) where it belongs."""
+    foreign = tmp_path / "f"
+    foreign.mkdir(mode=0o700)
+    os.chown(foreign, 65534, 65534)
+    (home / local_reader.ADDRESS_FILE).write_text(str(foreign / "x.sock") + "\n")
+    assert local_reader.socket_candidates(home) == [str(foreign / "x.sock"),
+                                                    local_reader.socket_path(home)]
+    from lookback import hook_client
+
+    try:
+        hook_client.get_json("", "/v1/health", deadline=time.monotonic() + 5, home=str(home))
+    except local_reader.NoReader:
+        pass
+    else:
+        raise AssertionError("nothing listens where this environment puts the reader")

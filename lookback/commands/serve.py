@@ -82,10 +82,10 @@ def _background(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     if args.ensure:
         state = background.ensure(settings, args.started_by)
-        print(json.dumps({"reader": state.state, **background.where(settings),
+        print(json.dumps({"reader": state.state, **background.where(settings, state.address),
                           "log": str(background.log_path(settings)),
                           **({"reason": state.reason} if state.reason else {})}))
-        return 0 if state.state != "foreign" else 1
+        return 1 if state.state in ("foreign", "not-answering") else 0
     stopped = background.stop(settings)
     if stopped is None:
         print("no background reader runs", file=sys.stderr)

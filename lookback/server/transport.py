@@ -165,6 +165,11 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
         self.socket.bind(path)
         os.chmod(path, 0o600)  # the directory already keeps others out; this too
         self._socket_inode = os.lstat(path).st_ino
+        try:  # so that clients whose environment gives another directory find it too
+            local_reader.record_socket(self.app.settings.home, path)
+        except OSError as error:
+            log.warning(json.dumps({"event": "socket-not-recorded",
+                                    "error": error.strerror or type(error).__name__}))
 
     def verify_request(self, request: Any, client_address: Any) -> bool:
         """A Unix socket's peer must run as this reader's uid: anyone else learns nothing,
@@ -211,6 +216,7 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
             try:  # only our own socket: a newer reader may have replaced it
                 if os.lstat(path).st_ino == self._socket_inode:
                     os.unlink(path)
+                    local_reader.forget_socket(self.app.settings.home, path)
             except OSError:
                 pass
             self._socket_inode = None
