@@ -121,15 +121,18 @@ def socket_candidates(home: str | os.PathLike[str],
 
 
 def find_socket(home: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> str:
-    """The first candidate where a socket exists, else ``socket_path`` (where a reader
-    started now would listen)."""
+    """The first candidate that is a socket of this user's in a private directory, else
+    ``socket_path`` (where a reader started now would listen); checked again before use."""
     candidates = socket_candidates(home, environ)
+    uid = os.getuid()
     for path in candidates:
         try:
-            if stat.S_ISSOCK(os.lstat(path).st_mode):
-                return path
-        except OSError:
+            check_dir(os.path.dirname(path))
+            info = os.lstat(path)
+        except (OSError, NoReader, NotOurReader):
             continue
+        if stat.S_ISSOCK(info.st_mode) and info.st_uid == uid:
+            return path
     return candidates[-1]
 
 

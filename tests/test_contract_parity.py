@@ -125,3 +125,51 @@ def test_the_extension_finds_the_socket_the_reader_listens_on(tmp_path) -> None:
     assert json.loads(done.stdout) == expected
     assert expected[0][0] == expected[1][0]  # the same home through a link
     assert len({path for _, path in expected}) > 4
+
+
+def test_the_extension_looks_first_where_the_reader_recorded_its_socket(tmp_path) -> None:
+    """Both sides look first at the socket the reader recorded in the data home
+    (``reader.socket``), when it is a socket of this user's in a private folder, then where
+    their own environment puts it."""
+    import os
+    import socket
+
+    from lookback import local_reader
+
+    folder = installed_or_fail(node_for_pi1, "Node 22")
+    node = str(folder / "node") if folder is not None else "node"
+    private = tmp_path / "r"
+    private.mkdir(mode=0o700)
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(private / "a.sock"))
+    open_folder = tmp_path / "o"
+    open_folder.mkdir(mode=0o755)
+    os.chmod(open_folder, 0o755)
+    stray = socket.socket(socket.AF_UNIX)
+    stray.bind(str(open_folder / "b.sock"))
+    records = [str(private / "a.sock"), str(open_folder / "b.sock"), str(private / "none.sock"),
+               "relative.sock", None]
+    cases = []
+    for n, record in enumerate(records):
+        home = tmp_path / f"home{n}"
+        home.mkdir()
+        if record is not None:
+            (home / local_reader.ADDRESS_FILE).write_text(record + "\n")
+        cases.append({"home": str(home), "env": {"TMPDIR": str(tmp_path)}})
+    script = ("import { findSocket, socketCandidates } from './src/local-reader.ts';"
+              "const cases = JSON.parse(process.argv[1]);"
+              "console.log(JSON.stringify(cases.map(({home, env}) =>"
+              " [socketCandidates(home, env), findSocket(home, env)])));")
+    try:
+        done = subprocess.run([node, "--input-type=module", "-e", script, json.dumps(cases)],
+                              cwd=EXTENSION_DIR, capture_output=True, text=True, timeout=120,
+                              check=False)
+    finally:
+        listening.close()
+        stray.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = [[local_reader.socket_candidates(case["home"], case["env"]),
+                 local_reader.find_socket(case["home"], case["env"])] for case in cases]
+    assert json.loads(done.stdout) == expected
+    assert [found for _, found in expected] == \
+        [records[0]] + [local_reader.socket_path(c["home"], c["env"]) for c in cases[1:]]

@@ -1,6 +1,6 @@
 /**
  * This user's reader, found and started with nothing to do by hand: where it listens
- * (`locate`: derived from the data home, or asked of `lookback serve --address` when the home is
+ * (`locate`: the socket the data home's reader recorded, else derived from the home, or asked of `lookback serve --address` when the home is
  * not known here) and, when it does not answer, `lookback serve --ensure` once per outage (it
  * returns at once and starts at most one reader per data home, under a lock in its folder). The
  * call that found it down stays fail-open; later calls find the reader. A reader on TCP
@@ -8,7 +8,7 @@
  */
 
 import { execFile, spawn } from "node:child_process";
-import { UNIX_PREFIX, fingerprint, socketPath } from "./local-reader.ts";
+import { UNIX_PREFIX, findSocket, fingerprint } from "./local-reader.ts";
 import type { LocalReader } from "./reader-client.ts";
 import type { Settings } from "./settings.ts";
 
@@ -50,7 +50,7 @@ export class ReaderStarter {
 	locate(): Promise<LocalReader | undefined> {
 		const explicit = this.settings.url.startsWith(UNIX_PREFIX) ? this.settings.url.slice(UNIX_PREFIX.length) : undefined;
 		if (this.settings.home) {
-			const socket = explicit ?? socketPath(this.settings.home, this.settings.socketEnv);
+			const socket = explicit ?? findSocket(this.settings.home, this.settings.socketEnv);
 			return Promise.resolve(socket ? { socket, identity: fingerprint(this.settings.home) } : undefined);
 		}
 		this.located ??= this.askAddress().then((found) => {

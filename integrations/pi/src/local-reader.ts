@@ -8,10 +8,13 @@
  * is sent, `socketProblem` checks the directory (owner, mode) and the socket (owner); the reader's
  * `/v1/health?projects=0` must then name the home's fingerprint (`ReaderClient`). Node cannot ask
  * the kernel for the peer's uid, but no other uid can bind a socket in a directory it cannot enter.
+ * That directory depends on the environment, so the reader records its socket's path in the data
+ * home (`reader.socket`): `findSocket` looks there first, then where this environment puts it;
+ * whatever it finds passes the same checks.
  */
 
 import { createHash } from "node:crypto";
-import { lstatSync, realpathSync, statSync } from "node:fs";
+import { lstatSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 
@@ -19,6 +22,8 @@ import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 export const UNIX_PREFIX = "unix:";
 /** The bytes a socket path may have (`sun_path`, its terminating NUL excluded). */
 const MAX_SOCKET_PATH_BYTES = (process.platform === "darwin" ? 104 : 108) - 1;
+/** The file in the data home that names the socket its reader listens on. */
+export const ADDRESS_FILE = "reader.socket";
 
 function uid(): number {
 	return process.getuid?.() ?? -1;
@@ -72,6 +77,38 @@ export function socketPath(home: string, env: NodeJS.ProcessEnv = process.env): 
 	return socketDirs(env)
 		.map((folder) => join(folder, name))
 		.find((path) => Buffer.byteLength(path) <= MAX_SOCKET_PATH_BYTES);
+}
+
+/** The socket the reader of `home` recorded, or undefined (none, or not a socket path). */
+export function recordedSocket(home: string): string | undefined {
+	let text: string;
+	try {
+		const expanded = home.startsWith("~") ? join(homedir(), home.slice(1)) : home;
+		text = readFileSync(join(expanded, ADDRESS_FILE), "utf8").trim();
+	} catch {
+		return undefined;
+	}
+	const fits = Buffer.byteLength(text) <= MAX_SOCKET_PATH_BYTES;
+	return isAbsolute(text) && fits && !text.includes("\0") && !text.includes("\n") ? text : undefined;
+}
+
+/** Where to look for the reader of `home`, first first: the socket it recorded, then `socketPath`. */
+export function socketCandidates(home: string, env: NodeJS.ProcessEnv = process.env): string[] {
+	const found: string[] = [];
+	const recorded = recordedSocket(home);
+	if (recorded) found.push(recorded);
+	const computed = socketPath(home, env);
+	if (computed && !found.includes(computed)) found.push(computed);
+	return found;
+}
+
+/**
+ * The first candidate that is a socket of this user's in a private directory (`socketProblem`
+ * finds none), else where a reader started now would listen (checked again before use).
+ */
+export function findSocket(home: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+	const candidates = socketCandidates(home, env);
+	return candidates.find((path) => socketProblem(path) === undefined) ?? candidates.at(-1);
 }
 
 /**

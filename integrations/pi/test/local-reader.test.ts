@@ -1,12 +1,15 @@
 /** This user's reader over its Unix socket: nothing of the conversation goes to anything else. */
 
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { ReaderStarter } from "../src/autostart.ts";
+import { ADDRESS_FILE, fingerprint, socketPath } from "../src/local-reader.ts";
 import { ReaderClient, ReaderError, deadline, describe } from "../src/reader-client.ts";
+import { readSettings } from "../src/settings.ts";
 
 /** An HTTP server on a socket in a private folder, answering health with `identity`. */
 async function socketServer(identity: unknown): Promise<{ socket: string; seen: string[]; close: () => Promise<void> }> {
@@ -67,4 +70,31 @@ test("a reader of another data home, or no reader at all, receives no prompt", a
 		await reader.close();
 		await silent.close();
 	}
+});
+
+test("a reader started under another environment is found at the socket it recorded in the data home", async () => {
+	const home = mkdtempSync(join(tmpdir(), "lookback-home-"));
+	const reader = await socketServer(fingerprint(home));
+	const elsewhere = mkdtempSync(join(tmpdir(), "lookback-tmp-")); // this environment's TMPDIR, no XDG_RUNTIME_DIR
+	const settings = readSettings({ LOOKBACK_HOME: home, TMPDIR: elsewhere }, undefined, undefined);
+	assert.notEqual(socketPath(home, settings.socketEnv), reader.socket);
+	writeFileSync(join(home, ADDRESS_FILE), `${reader.socket}\n`);
+	const starter = new ReaderStarter(settings, () => {});
+	const client = new ReaderClient({ url: "", token: undefined, locate: () => starter.locate() });
+	try {
+		assert.deepEqual(await starter.locate(), { socket: reader.socket, identity: fingerprint(home) });
+		await retrieve(client);
+		assert.deepEqual(reader.seen, ["GET /v1/health?projects=0 -", "POST /v1/retrieve -"]);
+	} finally {
+		client.close();
+		await reader.close();
+	}
+});
+
+test("a recorded socket that is not a socket of this user's is passed over", async () => {
+	const home = mkdtempSync(join(tmpdir(), "lookback-home-"));
+	const env = { LOOKBACK_HOME: home, TMPDIR: mkdtempSync(join(tmpdir(), "lookback-tmp-")) };
+	writeFileSync(join(home, ADDRESS_FILE), "/nonexistent/lookback/x.sock\n");
+	const starter = new ReaderStarter(readSettings(env, undefined, undefined), () => {});
+	assert.equal((await starter.locate())?.socket, socketPath(home, env));
 });
