@@ -281,3 +281,30 @@ def test_a_recorded_socket_that_is_not_ours_is_passed_over(home, tmp_path):
         pass
     else:
         raise AssertionError("nothing listens where this environment puts the reader")
+
+
+def test_a_recorded_reader_that_runs_but_never_answers_is_not_starting_forever(home,
+                                                                             tmp_path):
+    """A live recorded reader not found where this environment looks is asked at the address
+    it recorded; one that has not answered there for a minute is ``not-answering`` (exit 1,
+    with what to do), not ``starting`` for as long as it lives. Nothing is started."""
+    from lookback.background import STARTING_SECONDS, process_identity
+
+    private = tmp_path / "p"
+    private.mkdir(mode=0o700)
+    other = subprocess.Popen(["sleep", "120"])
+    try:
+        record = {"pid": other.pid, "identity": process_identity(other.pid),
+                  "address": local_reader.UNIX_PREFIX + str(private / "gone.sock"),
+                  "started_by": "pi", "log": str(home / "logs" / "serve.log")}
+        answers = []
+        for started_at in (time.time(), time.time() - STARTING_SECONDS - 1):
+            (home / "serve.pid").write_text(json.dumps({**record, "started_at": started_at}))
+            done = lookback(home, "serve", "--ensure")
+            answers.append((done.returncode, json.loads(done.stdout)["reader"]))
+        assert answers == [(0, "starting"), (1, "not-answering")]
+        assert "lookback serve --stop" in json.loads(done.stdout)["reason"]
+        assert other.poll() is None and not os.path.exists(local_reader.socket_path(home))
+    finally:
+        other.kill()
+        other.wait()
