@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.http:
         mcp.run_stdio(settings, provider=args.provider, project=args.project or os.getcwd())
         return 0
+    from lookback.hook_client import http_url
     from lookback.server.transport import DEFAULT_TCP_HOST
 
     host = args.host or settings.server.host or DEFAULT_TCP_HOST
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     def listening(bound_host: str, bound_port: int) -> None:
         logging.getLogger("lookback.mcp").warning(json.dumps(
-            {"event": "listening", "url": f"http://{bound_host}:{bound_port}/mcp"}))
+            {"event": "listening", "url": f"{http_url(bound_host, bound_port)}/mcp"}))
 
     mcp.run_http(settings, host=host, port=port, provider=args.provider, on_listening=listening)
     return 0

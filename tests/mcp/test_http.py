@@ -24,6 +24,7 @@ from .conftest import (
     TOKEN_B,
     call_each,
     environment,
+    http_server,
     write_config,
 )
 
@@ -49,6 +50,17 @@ def test_a_token_reads_its_own_project(mcp_http, shared_projects):
         "query": "AppMessage[]", "project": str(projects.cwd_a), "scope": "project"}))
     assert not failed and EARLY_USER_TEXT.split(";")[0] in text
     assert f"(session {SESSION_ID})" in text
+
+
+def test_an_ipv6_listening_url_is_one_a_client_can_use(projects):
+    """The listening line named ``http://::1:PORT/mcp`` for an IPv6 host: no client could
+    open it. It brackets the address, and a tool call through it answers."""
+    write_config(projects.home, f'[server.tokens]\n"{TOKEN_A}" = ["{projects.cwd_a}"]\n')
+    with http_server(environment(projects.home), "--host", "::1") as url:
+        assert url.startswith("http://[::1]:") and url.endswith("/mcp")
+        (failed, text), = calls(url, TOKEN_A, ("history_search", {
+            "query": "AppMessage[]", "project": str(projects.cwd_a), "scope": "project"}))
+    assert not failed and EARLY_USER_TEXT.split(";")[0] in text
 
 
 def test_another_tokens_project_is_refused_and_nothing_of_it_arrives(mcp_http, shared_projects):
