@@ -77,9 +77,7 @@ def _holder(settings: Settings, project: str, entry_id: str) -> str:
     by ``source_answer``, through the gate)."""
     reader = new_reader(settings)
     try:
-        with reader.session(project=project) as view:
-            sessions = [row[0] for row in view.connection.execute(
-                "SELECT DISTINCT session_id FROM entries WHERE entry_id = ?", (entry_id,))]
+        sessions = reader.sessions_holding(project=project, entry_id=entry_id)
     finally:
         reader.close()
     if not sessions:

@@ -183,6 +183,13 @@ class IndexReader:
                                       "for it (excluded_projects)")
             yield SessionView(connection, path, ref.session_id or _latest_session(connection))
 
+    def sessions_holding(self, *, project: str, entry_id: str) -> list[str]:
+        """The ids of ``project``'s sessions that hold an entry ``entry_id`` (ids only:
+        no text leaves here, so no gate is needed)."""
+        with self.session(project=project) as view:
+            return [row[0] for row in view.connection.execute(
+                "SELECT DISTINCT session_id FROM entries WHERE entry_id = ?", (entry_id,))]
+
     def _index_path(self, project: ProjectDir) -> Path:
         path = self._out_of_files_retry(project.index_path)
         if path is None:
