@@ -102,6 +102,8 @@ class ReaderApp:
         self.grants = Grants(settings.server.tokens, settings.namespace)
         #: the settings the engine answers a grant with, per privacy ceiling
         self._granted: dict[Classification, Settings] = {}
+        #: the ceiling of a token granted no privacy level of its own
+        self._default_ceiling = Classification.parse(settings.privacy.default_max)
         #: What ``/v1/health`` names this reader by: its data home's fingerprint, which
         #: clients compare with the one they expect (``lookback.local_reader``).
         self.identity = local_reader.fingerprint(settings.home)
@@ -215,8 +217,7 @@ class ReaderApp:
         applied (``query.privacy.granted``; none without tokens)."""
         if grant is None:
             return self.settings
-        ceiling = grant.privacy if grant.privacy is not None else \
-            Classification.parse(self.settings.privacy.default_max)
+        ceiling = grant.privacy if grant.privacy is not None else self._default_ceiling
         found = self._granted.get(ceiling)
         if found is None:
             privacy = granted(self.settings.privacy, ceiling)
