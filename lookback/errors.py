@@ -30,7 +30,21 @@ stage can raise these.
 
 from __future__ import annotations
 
+import errno
 from typing import Any
+
+#: The errnos of a process (EMFILE) or the system (ENFILE) out of file descriptors.
+OUT_OF_FILES_ERRNOS = frozenset((errno.EMFILE, errno.ENFILE))
+
+
+def out_of_files(error: BaseException | None, *, causes: bool = False) -> bool:
+    """Whether ``error`` is an OSError saying there are no file descriptors left; with
+    ``causes``, also when one in its chain of causes (``__cause__``, ``__context__``) is."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in OUT_OF_FILES_ERRNOS:
+            return True
+        error = (error.__cause__ or error.__context__) if causes else None
+    return False
 
 
 class LookbackError(Exception):

@@ -43,7 +43,6 @@ workers keep the indexes, the reader only reads.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import threading
@@ -55,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from lookback.budget import MAX_WRITERS
-from lookback.errors import ForeignProject
+from lookback.errors import ForeignProject, out_of_files
 from lookback.index.layout import project_key
 from lookback.index.memo import Memo
 from lookback.index.project import stored_file_state
@@ -447,7 +446,7 @@ class FreshnessEngine:
             self._release()  # a failed transaction: start clean
             job.state = "error"
             self.failed += 1
-            if _out_of_files(error):
+            if out_of_files(error, causes=True):
                 self.out_of_files += 1
         finally:
             self.sink.only_project = None
@@ -484,15 +483,6 @@ class FreshnessEngine:
                 continue  # a folder vanished mid-walk: next rescan
             for path, _ in changed:
                 self._schedule(os.path.realpath(path), urgent=False)
-
-
-def _out_of_files(error: BaseException) -> bool:
-    """Whether ``error`` (or what caused it) is the process running out of descriptors."""
-    while error is not None:
-        if isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE):
-            return True
-        error = error.__cause__ or error.__context__  # type: ignore[assignment]
-    return False
 
 
 def _ms(started: float) -> float:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import ast
+import resource
 
 import apsw
 import pytest
 
 from lookback.cli import describe
-from lookback.errors import NotFound, SettingsError, Unavailable, UserError
+from lookback.errors import NotFound, SettingsError, Unavailable, UserError, out_of_files
 from lookback.index.layout import ProjectNotFound
 from lookback.index.project import WriterBusy
 from lookback.index.store import (
@@ -93,3 +94,29 @@ def test_every_exception_class_joins_the_hierarchy():
             if bases & BUILTIN and not bases & KINDS:
                 loose.append(f"{module}.{node.name}")
     assert loose == []
+
+
+def test_out_of_files_is_told_by_errno_and_through_causes_only_when_asked():
+    """The one test for "no file descriptors left" (freshness, the reader's pool, its
+    session lookups and the listener all ask it): a real EMFILE, found directly, and
+    behind a translated error only with ``causes``."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    try:
+        with pytest.raises(OSError) as raised:
+            while True:
+                held.append(open(__file__, "rb"))  # noqa: SIM115 (held open on purpose)
+    finally:
+        for file in held:
+            file.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    emfile = raised.value
+    assert out_of_files(emfile) and out_of_files(emfile, causes=True)
+    try:
+        raise Unavailable("index unavailable") from emfile
+    except Unavailable as translated:
+        assert not out_of_files(translated)
+        assert out_of_files(translated, causes=True)
+    assert not out_of_files(FileNotFoundError(2, "missing"), causes=True)
+    assert not out_of_files(None)

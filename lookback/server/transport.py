@@ -19,7 +19,6 @@ A connection waits ``server.idle_timeout_seconds`` for a request's first byte.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -38,7 +37,7 @@ import h11
 
 from lookback import hook_client, local_reader
 from lookback.budget import connection_limit
-from lookback.errors import UserError
+from lookback.errors import UserError, out_of_files
 from lookback.server.app import ReaderApp, encode
 from lookback.server.auth import Grants, check_binding
 from lookback.server.errors import ApiError
@@ -190,7 +189,7 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
         try:
             return super().get_request()
         except OSError as error:
-            if error.errno in (errno.EMFILE, errno.ENFILE):
+            if out_of_files(error):
                 # Out of descriptors: free one for the next accept; without an idle
                 # connection to close, pause instead of spinning on the listener.
                 if not self.connections.make_room():

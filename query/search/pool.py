@@ -21,7 +21,6 @@ no caller needs the driver. A connection to a replaced generation (after
 
 from __future__ import annotations
 
-import errno
 import itertools
 import threading
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import apsw
 
+from lookback.errors import out_of_files
 from lookback.index.store import (
     IndexUnavailable,
     open_reader,
@@ -43,11 +43,6 @@ from lookback.index.store import (
 DEFAULT_MAX_OPEN_FILES = 256
 DEFAULT_PER_PROJECT = 4
 DEFAULT_WAIT_SECONDS = 10.0
-
-#: Errors that say "this process has too many files open", worth one retry after
-#: closing idle connections.
-_FD_ERRNOS = (errno.EMFILE, errno.ENFILE)
-
 
 class PoolExhausted(IndexUnavailable):
     """Every connection stayed busy for longer than the pool's wait."""
@@ -154,7 +149,7 @@ class ConnectionPool:
             try:
                 connection = self._open(path)
             except (IndexUnavailable, apsw.Error, OSError) as error:
-                if attempt == 1 and _out_of_files(error) and self.close_idle():
+                if attempt == 1 and _out_of_files_or_cant_open(error) and self.close_idle():
                     continue
                 self._unreserve(project, path)
                 if isinstance(error, IndexUnavailable):
@@ -250,15 +245,14 @@ class ConnectionPool:
         return 2 * self._total + len(self._files)
 
 
-def _out_of_files(error: BaseException) -> bool:
-    """True for errors a lack of file descriptors causes (SQLite says CantOpen)."""
+def _out_of_files_or_cant_open(error: BaseException) -> bool:
+    """True for errors a lack of file descriptors may cause, worth one retry after closing
+    idle connections: SQLite says only CantOpen, so every CantOpen counts."""
     cause = error.__cause__ if isinstance(error, IndexUnavailable) else error
-    if isinstance(cause, OSError):
-        return cause.errno in _FD_ERRNOS
-    return isinstance(cause, apsw.CantOpenError)
+    return out_of_files(cause) or isinstance(cause, apsw.CantOpenError)
 
 
 def _reason(error: BaseException) -> str:
-    if isinstance(error, OSError) and error.errno in _FD_ERRNOS:
+    if out_of_files(error):
         return "too many open files"
     return error.__class__.__name__

@@ -13,7 +13,6 @@ however many projects one reader serves.
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import apsw
 
-from lookback.errors import NotFound
+from lookback.errors import NotFound, out_of_files
 from lookback.index.layout import ProjectDir, find_project, project_dir
 from lookback.index.memo import Memo
 from lookback.index.store import IndexUnavailable, one_row, read_meta
@@ -156,7 +155,7 @@ class IndexReader:
             try:
                 return call()
             except OSError as error:
-                if error.errno not in (errno.EMFILE, errno.ENFILE):
+                if not out_of_files(error):
                     raise
                 if attempt == 2 or not self.pool.close_idle():
                     raise IndexUnavailable("too many open files") from error
