@@ -27,6 +27,7 @@ file stays in the project that holds it, whatever its header says later.
 
 from __future__ import annotations
 
+import errno
 from collections import OrderedDict
 from pathlib import Path
 
@@ -47,11 +48,13 @@ PROJECT_ERRORS = (IndexUnavailable, WriterBusy, apsw.Error, OSError)
 
 class ProjectUnavailable(SinkUnavailable):
     """This run cannot write the project's index; its files are skipped. ``busy``:
-    only because another writer holds (or waits for) its lock."""
+    only because another writer holds (or waits for) its lock; ``out_of_files``: because
+    the process had no descriptor left to open its files."""
 
-    def __init__(self, message: str, *, busy: bool = False) -> None:
+    def __init__(self, message: str, *, busy: bool = False, out_of_files: bool = False) -> None:
         super().__init__(message)
         self.busy = busy
+        self.out_of_files = out_of_files
 
 
 class EmbeddedSink:
@@ -173,7 +176,9 @@ class EmbeddedSink:
         """Set the project aside (its writer closed) and say why."""
         message = self._fail(cwd, error)
         self._close_writer(cwd)
-        return ProjectUnavailable(message, busy=isinstance(error, WriterBusy))
+        return ProjectUnavailable(message, busy=isinstance(error, WriterBusy),
+                                  out_of_files=isinstance(error, OSError)
+                                  and error.errno in (errno.EMFILE, errno.ENFILE))
 
     def _fail(self, cwd: str, error: BaseException) -> str:
         """Set the project aside for this run; returns the one line that says why."""

@@ -430,6 +430,9 @@ class FreshnessEngine:
             job.state = "indexed"
         except ProjectUnavailable as error:
             job.state = "busy" if error.busy else "error"
+            if not error.busy:  # the index could not be written: counted, as other failures
+                self.failed += 1
+                self.out_of_files += error.out_of_files
         except ForeignProject:
             self.refused += 1
             log.warning('{"event": "freshness-refused", "refused": %d}', self.refused)

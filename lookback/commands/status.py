@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
+from lookback import hook_client, local_reader
 from lookback.commands.common import add_command, load, named_project
 from lookback.index.layout import list_projects
 from lookback.index.status import project_status
@@ -29,7 +31,58 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         from lookback.service import service_status  # Redis only in service mode
 
         service_status(settings, report)
+    reader = reader_freshness(str(settings.home))
+    if reader is not None:
+        report["reader"] = reader
     return report
+
+
+#: ``status`` stays fast: one request to the reader, answered within this or not at all.
+READER_TIMEOUT_SECONDS = 0.5
+#: Freshness jobs queued at once beyond which the reader is said to be behind.
+BACKLOG = 50
+
+
+def reader_freshness(home: str) -> dict[str, Any] | None:
+    """This home's running reader's freshness counters and file budget (``/v1/health``'s
+    ``server``), asked on its Unix socket after the identity check every client makes;
+    None when no reader of ours answers in time (nothing to say, not an error)."""
+    deadline = time.monotonic() + READER_TIMEOUT_SECONDS
+    try:
+        health = hook_client.get_json("", "/v1/health", deadline=deadline, home=home)
+    except (local_reader.NoReader, local_reader.NotOurReader, hook_client.HookSkipped,
+            OSError, ValueError):
+        return None
+    server = health.get("server") if isinstance(health, dict) else None
+    if not isinstance(server, dict):
+        return None
+    reader: dict[str, Any] = {"freshness": server.get("freshness"), "files": server.get("files")}
+    problem = freshness_problem(server.get("freshness"))
+    if problem:
+        reader["problem"], reader["fix"] = problem
+    return reader
+
+
+def freshness_problem(counters: object) -> tuple[str, str] | None:
+    """What is wrong with the reader's freshness, from its counters, and what to do
+    (None: it keeps up)."""
+    if not isinstance(counters, dict):
+        return None
+    out_of_files, failed = counters.get("out_of_files") or 0, counters.get("failed") or 0
+    pending = counters.get("pending") or 0
+    if out_of_files:
+        return (f"freshness cannot keep up: {out_of_files} indexing jobs failed for lack of "
+                "open files; new entries wait for a later run",
+                "raise the open-files limit (`ulimit -n 4096`) in the shell that starts the "
+                "reader, then restart it (`lookback serve --stop`, `lookback serve --ensure`); "
+                "see docs/troubleshooting.md")
+    if failed:
+        return (f"freshness is failing: {failed} indexing jobs failed; new entries wait for "
+                "a later run", "the reader's log says why; see docs/troubleshooting.md")
+    if pending > BACKLOG:
+        return (f"freshness is behind: {pending} session files wait to be indexed",
+                "wait, or run `lookback index`; see docs/troubleshooting.md")
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"worker host {host_id}{' (this host)' if host['this_host'] else ''}: {state}, "
               f"{host['projects']} projects, lag {host['lag_events']} events / "
               f"{host['lag_seconds']:.1f} s, own queue {host['depth']} queued")
+    reader = report.get("reader") or {}
+    if reader.get("problem"):
+        print(f"reader: {reader['problem']}\n  fix: {reader['fix']}")
     for problem in report.get("service_problems") or []:
         print(f"problem: {problem['problem']}\n  fix: {problem['fix']}")
     if not report["projects"]:
