@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -41,6 +41,12 @@ def fixture_message_texts() -> list[str]:
                                        if isinstance(block, dict)
                                        and isinstance(block.get("text"), str)))
     return [text for text in texts if text.strip()]
+
+
+def as_another_user(command: Sequence[str]) -> list[str]:
+    """``command`` run as uid and gid 65534 with no groups (``setpriv``, as root): a second
+    Unix user, whom file modes bind."""
+    return ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *command]
 
 
 def new_folder(path: Path) -> Path:

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from lookback.cli import main
-from tests.support import FIXTURES, fixture_path
+from tests.support import FIXTURES, as_another_user, fixture_path
 
 
 @pytest.fixture
@@ -429,7 +429,7 @@ def _as_another_user(command: list[str]) -> list[str]:
         return command
     if shutil.which("setpriv") is None:
         pytest.skip("root without setpriv cannot run as a second uid")
-    return ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *command]
+    return as_another_user(command)
 
 
 def test_unreadable_folders_and_files_are_skipped_named_and_counted(shared_tmp):

@@ -6,27 +6,22 @@ so on a host whose home folders others may enter (0755, the default on many syst
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lookback.cli import main
-from tests.support import fixture_path
-
-OTHER = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+from tests.support import as_another_user, fixture_path
 
 
 @pytest.fixture
-def open_folder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def open_folder(shared_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A user's folder other accounts may enter (0755, outside pytest's private tmp), the
     usual umask, and no Lookback settings from the environment."""
-    folder = Path(tempfile.mkdtemp(prefix="open-home-"))
-    folder.chmod(0o755)
+    folder = shared_tmp
     for name in ("LOOKBACK_CONFIG", "LOOKBACK_SESSIONS_DIR", "PI_CODING_AGENT_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(folder))
@@ -35,11 +30,10 @@ def open_folder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         yield folder
     finally:
         os.umask(previous)
-        shutil.rmtree(folder)
 
 
 def other_user(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*OTHER, *argv], capture_output=True, text=True, timeout=60,
+    return subprocess.run(as_another_user(argv), capture_output=True, text=True, timeout=60,
                           check=False)
 
 

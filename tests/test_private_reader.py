@@ -26,10 +26,9 @@ from lookback.doctor import PROBLEM, Situation, check_reader
 from lookback.settings import load_settings
 from tests.server.conftest import FIXTURE, SESSION_ID, write_session
 from tests.server.processes import ServeProcess
-from tests.support import index_paths, new_folder
+from tests.support import as_another_user, index_paths, new_folder
 from tests.test_background import lookback
 
-OTHER = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
 #: The other user's Python: the system's (this suite's may live where 65534 cannot read).
 OTHER_PYTHON = "/usr/bin/python3"
 PROMPT = "Does `AgentSession.messages` still return `AppMessage[]` after the refactor?"
@@ -125,8 +124,9 @@ def indexed(tmp_path: Path, home: Path) -> tuple[Path, Path]:
 
 
 def attack(path: str, cwd: Path, session: Path, *, as_other: bool = True) -> dict:
-    command = [*(OTHER if as_other else []), OTHER_PYTHON, "-c", ATTACK, path, str(cwd),
-               str(session)]
+    command = [OTHER_PYTHON, "-c", ATTACK, path, str(cwd), str(session)]
+    if as_other:
+        command = as_another_user(command)
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
     return json.loads(done.stdout)
 
@@ -151,7 +151,8 @@ class Squatter:
     def __init__(self, path: str, home: Path) -> None:
         self.path = path
         self.process = subprocess.Popen(
-            [*OTHER, OTHER_PYTHON, "-c", SQUATTER, path, local_reader.fingerprint(home)],
+            as_another_user([OTHER_PYTHON, "-c", SQUATTER, path,
+                             local_reader.fingerprint(home)]),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         ready = self.process.stdout.readline() if self.process.stdout else ""
         assert ready, self.process.stderr.read() if self.process.stderr else ""
