@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from lookback.index.layout import project_dir
 from lookback.index.sink import EmbeddedSink
@@ -47,6 +48,33 @@ def as_another_user(command: Sequence[str]) -> list[str]:
     """``command`` run as uid and gid 65534 with no groups (``setpriv``, as root): a second
     Unix user, whom file modes bind."""
     return ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *command]
+
+
+def write_pi_session(path: Path, entries: Iterable[tuple[str, str]], *, session_id: str,
+                     cwd: str, compacted_after: str | None = None,
+                     first_kept: str | None = None) -> Path:
+    """A Pi session at ``path`` of one message per (entry id, text), assistant and user in
+    turn, each a second after the last; with ``compacted_after``, a compaction follows that
+    entry, keeping from ``first_kept`` on. (``tests.test_retrieve.write_session`` numbers
+    its own ids and starts with the user.)"""
+    lines: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": session_id,
+                                    "cwd": cwd, "timestamp": "2026-01-01T00:00:00Z"}]
+    parent = None
+    for number, (entry_id, text) in enumerate(entries):
+        lines.append({"type": "message", "id": entry_id, "parentId": parent,
+                      "timestamp": f"2026-01-01T00:00:{number:02d}Z",
+                      "message": {"role": "user" if number % 2 else "assistant",
+                                  "content": [{"type": "text", "text": text}],
+                                  "timestamp": 1767225600000 + number}})
+        parent = entry_id
+        if entry_id == compacted_after:  # what came before is out of the context
+            lines.append({"type": "compaction", "id": "compacted", "parentId": parent,
+                          "timestamp": "2026-01-01T00:01:00Z", "summary": "earlier work",
+                          "firstKeptEntryId": first_kept, "tokensBefore": 5000})
+            parent = "compacted"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
 
 
 def new_folder(path: Path) -> Path:

@@ -15,13 +15,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from lookback import api
 from lookback.settings import Settings, load_settings
-from tests.support import index_paths
+from tests.support import index_paths, write_pi_session
 
 from .client import Client
 from .conftest import start_server, stop_server
@@ -94,20 +93,8 @@ def corpus(tmp_path: Path, home: Path) -> Path:
     entries = [(entry_id, row_text(secret)) for entry_id, (secret, _) in SECRETS.items()]
     entries += [(PEM[0], row_text(PEM[1])), (CLEAN, row_text("nothing private here"))]
     entries += [("last", "and now the question")]
-    lines: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": "secret-session",
-                                    "cwd": str(tmp_path / "proj"),
-                                    "timestamp": "2026-01-01T00:00:00Z"}]
-    parent = None
-    for number, (entry_id, text) in enumerate(entries):
-        lines.append({"type": "message", "id": entry_id, "parentId": parent,
-                      "timestamp": f"2026-01-01T00:00:{number:02d}Z",
-                      "message": {"role": "user" if number % 2 else "assistant",
-                                  "content": [{"type": "text", "text": text}],
-                                  "timestamp": 1767225600000 + number}})
-        parent = entry_id
-    path = tmp_path / "sessions" / "secret.jsonl"
-    path.parent.mkdir()
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    path = write_pi_session(tmp_path / "sessions" / "secret.jsonl", entries,
+                            session_id="secret-session", cwd=str(tmp_path / "proj"))
     report = index_paths(home, path)
     assert report.read.entries == len(entries)
     (home / "config.toml").write_text(CONFIG)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from lookback.errors import UserError
 from lookback.mcp import HistoryTools
 from lookback.server import ReaderApp
-from tests.support import index_paths
+from tests.support import index_paths, write_pi_session
 
 from .conftest import settings_for
 
@@ -43,25 +42,9 @@ LOCAL = "token-local-00003"  # granted everything: the owner's own local model, 
 
 @pytest.fixture
 def session(tmp_path: Path, home: Path) -> Path:
-    lines: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": "grant-session",
-                                    "cwd": str(tmp_path / "proj"),
-                                    "timestamp": "2026-01-01T00:00:00Z"}]
-    parent = None
-    for number, (entry_id, text) in enumerate(ENTRIES.items()):
-        lines.append({"type": "message", "id": entry_id, "parentId": parent,
-                      "timestamp": f"2026-01-01T00:00:{number:02d}Z",
-                      "message": {"role": "user" if number % 2 else "assistant",
-                                  "content": [{"type": "text", "text": text}],
-                                  "timestamp": 1767225600000 + number}})
-        parent = entry_id
-        if entry_id == "pem":  # compacted here: what came before is out of the context
-            lines.append({"type": "compaction", "id": "compacted", "parentId": parent,
-                          "timestamp": "2026-01-01T00:01:00Z", "summary": "earlier work",
-                          "firstKeptEntryId": "last", "tokensBefore": 5000})
-            parent = "compacted"
-    path = tmp_path / "sessions" / "grant.jsonl"
-    path.parent.mkdir()
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    path = write_pi_session(tmp_path / "sessions" / "grant.jsonl", ENTRIES.items(),
+                            session_id="grant-session", cwd=str(tmp_path / "proj"),
+                            compacted_after="pem", first_kept="last")
     assert index_paths(home, path).read.entries == len(ENTRIES) + 1
     return path
 
