@@ -73,10 +73,10 @@ MIN_EXCERPT_CHARS = MIN_REMAINING_TOKENS * CHARS_PER_TOKEN
 #: needs ``MIN_CONFIDENCE`` and a matched topic of rarity ``MIN_PEAK`` or more (a match on
 #: generic words alone never qualifies). The first ``LEAD_ITEMS`` that qualify come
 #: back; later ones only with the best share of the message (``FOLLOW_SHARE``). The first
-#: item's excerpt is at most 6,000 characters times the square of its share of the
+#: item's excerpt is at most 6,000 characters times the cube of its share of the
 #: message (no less than ``FOLLOW_CHARS``), the others' at most ``FOLLOW_CHARS``.
 FLOOR, MIN_CONFIDENCE, MIN_PEAK = 0.3, 0.1, 0.45
-LEAD_ITEMS, FOLLOW_SHARE, FOLLOW_CHARS = 5, 1.0, 400
+LEAD_ITEMS, FOLLOW_SHARE, FOLLOW_CHARS = 5, 1.0, 300
 #: With ``semantic: true``: a candidate whose similarity lies ``STANDOUT_NONE`` standard
 #: deviations above the scope's mean has confidence 0, at ``STANDOUT_FULL`` 1, linear
 #: between (``Ranked.standout``): absolute similarities differ by model and by corpus
@@ -249,7 +249,7 @@ class Retriever:
             built = self._build_item(index_file, item, label, read_text,
                                      FOLLOW_CHARS if evidence else max(
                                          FOLLOW_CHARS,
-                                         int(MAX_EXCERPT_CHARS * _share(item) ** 2)))
+                                         int(MAX_EXCERPT_CHARS * _share(item) ** 3)))
             if verdict.reason is not None:
                 excluded.append(_withheld(built, verdict.reason))
                 continue
