@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -49,7 +50,8 @@ def reader_freshness(home: str) -> dict[str, Any] | None:
     None when no reader of ours answers in time (nothing to say, not an error)."""
     deadline = time.monotonic() + READER_TIMEOUT_SECONDS
     try:
-        health = hook_client.get_json("", "/v1/health", deadline=deadline, home=home)
+        health = hook_client.get_json("", "/v1/health", deadline=deadline, home=home,
+                                      token=os.environ.get("LOOKBACK_TOKEN"))
     except (local_reader.NoReader, local_reader.NotOurReader, hook_client.HookSkipped,
             OSError, ValueError):
         return None
