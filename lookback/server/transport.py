@@ -51,6 +51,10 @@ MAX_HEAD_BYTES = 65536
 MAX_HEADERS = 100
 #: Bytes asked of the socket per read.
 RECV_BYTES = 65536
+#: After refusing a request, read and drop at most this much of what the client still
+#: sends, for at most LINGER_SECONDS, before closing (see ``_refuse``).
+LINGER_BYTES = 1 << 20
+LINGER_SECONDS = 2.0
 LISTEN_BACKLOG = 1024
 
 
@@ -390,9 +394,28 @@ class _Handler(socketserver.BaseRequestHandler):
             self.connection.receive_data(data)
 
     def _refuse(self, request: _Request | None, error: ApiError) -> bool:
-        """Answer an error about the request itself, then close the connection."""
+        """Answer an error about the request itself, then close the connection.
+
+        The body the client is still sending is drained first (a lingering close, as web
+        servers do): closing with unread bytes resets the connection, and the client
+        then gets a broken pipe instead of the answer."""
         self._answer(request, error.status, error.payload(), {"error": error.code}, close=True)
+        self._linger()
         return False
+
+    def _linger(self) -> None:
+        try:
+            self.request.shutdown(socket.SHUT_WR)
+            ends = time.monotonic() + LINGER_SECONDS
+            drained = 0
+            while drained < LINGER_BYTES and (left := ends - time.monotonic()) > 0:
+                self.request.settimeout(left)
+                data = self.request.recv(RECV_BYTES)
+                if not data:
+                    return
+                drained += len(data)
+        except OSError:
+            pass  # the client left or went quiet: nothing more to wait for
 
     def _answer(self, request: _Request | None, status: int, payload: Any,
                 fields: dict[str, Any], *, close: bool) -> None:

@@ -144,6 +144,26 @@ def test_a_browser_origin_is_refused(serve, session_file):
         assert answer.status == 403
 
 
+def test_a_refused_client_can_still_send_its_body(serve, session_file):
+    """The refusal answers before the body is read; the reader then drains what the
+    client still sends instead of resetting the connection under it."""
+    client = serve()
+    body = json.dumps(retrieve_body(session_file)).encode()
+    head, _, body = request("POST", "/v1/retrieve", body, "origin: https://evil.example") \
+        .partition(b"\r\n\r\n")
+    with connect(client.address, timeout=10) as sock:
+        sock.sendall(head + b"\r\n\r\n")
+        answer = b""
+        while b"forbidden-origin" not in answer:
+            chunk = sock.recv(65536)
+            assert chunk, "closed before answering"
+            answer += chunk
+        sock.sendall(body)  # a reset connection would raise here
+        while sock.recv(65536):
+            pass
+    assert answer.startswith(b"HTTP/1.1 403 ")
+
+
 @pytest.mark.parametrize("content_type", ["text/plain", "text/plain;charset=UTF-8",
                                           "application/x-www-form-urlencoded",
                                           "multipart/form-data; boundary=x", None])
