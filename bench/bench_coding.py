@@ -1,6 +1,7 @@
 """Real coding sessions after a compaction: recall, confidence and tokens per message.
 
     python bench/bench_coding.py [--semantic --embedder minilm-onnx] [--per-question]
+                                 [--session beszel-charm]
 
 The sessions and questions of ``bench/coding/`` (SOURCES.md, questions.json): real
 public Claude Code and Pi sessions, each a Pi session ending in a compaction, and
@@ -143,8 +144,16 @@ def main() -> None:
     parser.add_argument("--per-question", action="store_true",
                         help="print each tuning question's rank and tokens (never held-out)")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--session", action="append",
+                        help="only this session's questions (repeatable; default: all)")
     args = parser.parse_args()
     data = json.loads(DATA.read_text(encoding="utf-8"))
+    if args.session:
+        unknown = set(args.session) - set(data["sessions"])
+        if unknown:
+            parser.error(f"no such session: {', '.join(sorted(unknown))}")
+        data["sessions"] = {name: data["sessions"][name] for name in args.session}
+        data["questions"] = [q for q in data["questions"] if q["session"] in args.session]
     embedder = None
     if args.semantic:
         embedder = args.embedder or load_settings(environ={}).retrieval.embedder

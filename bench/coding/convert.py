@@ -1,6 +1,7 @@
 """Convert a real Claude Code session log into a Pi v3 session ending in a compaction.
 
     python bench/coding/convert.py SOURCE.jsonl OUT.jsonl --cwd /real/project --tail 12
+    python bench/coding/convert.py page-001.html page-002.html OUT.jsonl --cwd ... --first 435
 
 The evaluation sessions of ``bench/bench_coding.py`` (bench/coding/SOURCES.md) are public
 Claude Code transcripts; the question is what Lookback returns to a Pi user whose long
@@ -11,12 +12,21 @@ only the last ``--tail`` entries in context. Progress lines, file-history snapsh
 system notices, thinking blocks and subagents' sidechains are left out. Texts are cut
 to ``--max-chars`` (the head and the tail of a long tool output, marked), so the files
 stay small enough to commit; entry ids are ``e`` and the entry's number in hex.
+
+The source may also be the HTML pages that simonw/claude-code-transcripts renders from
+such a log (some repositories publish those, not the log): one entry per rendered
+block — a prompt, an assistant's text, a tool call (Bash, Edit, Write, a task list, or
+any other tool with its JSON input), a tool reply — thinking left out. The pages do not
+say which call a reply answers; replies are paired with the open calls in order, so
+after parallel calls a reply may carry its sibling's tool name. ``--first N`` keeps the
+first N entries (a prefix of a longer session).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 
 CUT = "\n[... cut by the conversion ...]\n"
@@ -84,6 +94,159 @@ def messages(lines: list[dict], limit: int) -> list[tuple[str, dict]]:
     return found
 
 
+_VOID = {"br", "img", "input", "hr", "meta", "link", "wbr"}
+_BREAKS = {"p", "pre", "li", "div", "tr", "h1", "h2", "h3", "h4", "h5", "h6"}
+
+
+class _TranscriptPage(HTMLParser):
+    """The messages of one claude-code-transcripts page: role, time and, for each block
+    directly inside the message's content, its class, attributes and text (with the
+    class of each inner element whose text it holds)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, str]] = []
+        self.messages: list[dict] = []
+        self.block: dict | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _VOID:
+            if tag == "br" and self.block is not None:
+                self.block["parts"].append((set(), "\n"))
+            return
+        found = {name: value or "" for name, value in attrs}
+        classes = found.get("class", "")
+        self.stack.append((tag, classes))
+        if tag == "div" and classes.split()[:1] == ["message"] and len(classes.split()) == 2:
+            self.messages.append({"role": classes.split()[1], "time": "", "blocks": []})
+        elif tag == "time" and self.messages and not self.messages[-1]["time"]:
+            self.messages[-1]["time"] = found.get("datetime", "")
+        elif len(self.stack) >= 2 and self.stack[-2][1] == "message-content" and self.messages:
+            self.block = {"class": classes, "attrs": found, "parts": [], "depth": len(self.stack)}
+            self.messages[-1]["blocks"].append(self.block)
+        elif self.block is not None and tag in _BREAKS:
+            self.block["parts"].append((set(), "\n"))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _VOID:
+            return
+        while self.stack:
+            opened, _ = self.stack.pop()
+            if self.block is not None and len(self.stack) < self.block["depth"]:
+                self.block = None
+            if opened == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if self.block is not None:
+            inside = {name for _, classes in self.stack[self.block["depth"]:]
+                      for name in classes.split()}
+            if not inside & {"expand-btn", "edit-label"}:  # "Show more", the edit's "−"/"+"
+                self.block["parts"].append((inside, data))
+
+
+def _texts(block: dict, *classes: str) -> str:
+    """The block's text inside elements of the given classes (all of it without any)."""
+    chosen = [text for inside, text in block["parts"]
+              if not classes or inside.intersection(classes)]
+    return "".join(chosen).strip()
+
+
+def _tool_call(block: dict) -> tuple[str, dict]:
+    kind = block["class"].split()
+    if "bash-tool" in kind:
+        return "Bash", {"command": _texts(block, "bash-command"),
+                        "description": _texts(block, "tool-description")}
+    if "edit-tool" in kind:
+        return "Edit", {"file_path": _texts(block, "file-tool-fullpath"),
+                        "old_string": _texts(block, "edit-old"),
+                        "new_string": _texts(block, "edit-new")}
+    if "write-tool" in kind:
+        return "Write", {"file_path": _texts(block, "file-tool-fullpath"),
+                         "content": _texts(block, "file-content")}
+    if "todo-list" in kind:
+        items = [text.strip() for inside, text in block["parts"]
+                 if "todo-content" in inside and text.strip()]
+        return "TodoWrite", {"todos": items}
+    name = _texts(block, "tool-header").lstrip("\u2699 ").strip() or "tool"
+    raw = _texts(block, "json")
+    try:
+        arguments = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        arguments = {"input": raw}
+    return name, arguments if isinstance(arguments, dict) else {"input": arguments}
+
+
+def _answered_call(open_calls: list[tuple[str, str, str]], text: str) -> tuple[str, str]:
+    """Take the open call a reply most likely answers: the first whose tool writes replies
+    of that shape (a numbered file, an edit of that file, a search), else the first open
+    call of a tool without a recognisable reply (after parallel calls, replies arrive in
+    the order the tools finish)."""
+    def fits(name: str, path: str) -> bool:
+        if text.startswith("Todos have been modified"):
+            return name == "TodoWrite"
+        if text.startswith("Web search results for query"):
+            return name == "WebSearch"
+        if text.startswith(("The file ", "File created successfully")):
+            return name in ("Edit", "Write", "MultiEdit") and (not path or path in text)
+        if text.lstrip()[:8].split("\u2192")[0].strip().isdigit():
+            return name == "Read"
+        if text.startswith("Exit code"):
+            return name == "Bash"
+        return name not in ("TodoWrite", "WebSearch", "Edit", "Write", "MultiEdit", "Read")
+
+    for place, (call_id, name, path) in enumerate(open_calls):
+        if fits(name, path):
+            del open_calls[place]
+            return call_id, name
+    if open_calls:
+        call_id, name, _ = open_calls.pop(0)
+        return call_id, name
+    return "", "tool"
+
+
+def html_messages(pages: list[Path], limit: int) -> list[tuple[str, dict]]:
+    """(timestamp, Pi message) for each rendered block worth an entry, in order."""
+    found: list[tuple[str, dict]] = []
+    open_calls: list[tuple[str, str, str]] = []
+    for page in pages:
+        parser = _TranscriptPage()
+        parser.feed(page.read_text(encoding="utf-8"))
+        for message in parser.messages:
+            stamp, millis = message["time"], _millis(message["time"])
+            for block in message["blocks"]:
+                kind = block["class"].split()
+                if "thinking" in kind:
+                    continue
+                if message["role"] == "user":
+                    text = _texts(block)
+                    if text:
+                        found.append((stamp, {"role": "user", "content": [
+                            {"type": "text", "text": clip(text, limit)}], "timestamp": millis}))
+                elif "tool-result" in kind:
+                    call_id, name = _answered_call(open_calls, _texts(block))
+                    found.append((stamp, {"role": "toolResult", "toolCallId": call_id,
+                                          "toolName": name, "content": [
+                                              {"type": "text", "text": clip(_texts(block), limit)}],
+                                          "isError": "tool-error" in kind, "timestamp": millis}))
+                elif "assistant-text" in kind:
+                    text = _texts(block)
+                    if text:
+                        found.append((stamp, {"role": "assistant", "content": [
+                            {"type": "text", "text": clip(text, limit)}], "timestamp": millis}))
+                else:
+                    name, arguments = _tool_call(block)
+                    call_id = block["attrs"].get("data-tool-id") or f"call{len(found)}"
+                    open_calls.append((call_id, name, str(arguments.get("file_path", ""))))
+                    if len(json.dumps(arguments)) > limit:
+                        arguments = {"input": clip(json.dumps(arguments, ensure_ascii=False),
+                                                   limit)}
+                    found.append((stamp, {"role": "assistant", "content": [
+                        {"type": "toolCall", "id": call_id, "name": name,
+                         "arguments": arguments}], "timestamp": millis}))
+    return found
+
+
 def _millis(stamp: str) -> int:
     from datetime import datetime
     try:
@@ -92,10 +255,16 @@ def _millis(stamp: str) -> int:
         return 0
 
 
-def convert(source: Path, out: Path, cwd: str, session_id: str, tail: int, limit: int) -> int:
-    lines = [json.loads(raw) for raw in source.read_text(encoding="utf-8").splitlines()
-             if raw.strip()]
-    found = messages(lines, limit)
+def convert(sources: list[Path], out: Path, cwd: str, session_id: str, tail: int, limit: int,
+            first: int | None = None) -> int:
+    if all(source.suffix == ".html" for source in sources):
+        found = html_messages(sources, limit)
+    else:
+        (source,) = sources
+        lines = [json.loads(raw) for raw in source.read_text(encoding="utf-8").splitlines()
+                 if raw.strip()]
+        found = messages(lines, limit)
+    found = found[:first] if first else found
     entries = [{"type": "session", "version": 3, "id": session_id, "cwd": cwd,
                 "timestamp": found[0][0]}]
     parent = None
@@ -115,14 +284,17 @@ def convert(source: Path, out: Path, cwd: str, session_id: str, tail: int, limit
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("source", type=Path)
+    parser.add_argument("source", type=Path, nargs="+",
+                        help="a Claude Code .jsonl log, or claude-code-transcripts pages")
     parser.add_argument("out", type=Path)
     parser.add_argument("--cwd", required=True)
     parser.add_argument("--session-id", required=True)
     parser.add_argument("--tail", type=int, default=12)
     parser.add_argument("--max-chars", type=int, default=2000)
+    parser.add_argument("--first", type=int, help="keep only the first N entries")
     args = parser.parse_args()
-    count = convert(args.source, args.out, args.cwd, args.session_id, args.tail, args.max_chars)
+    count = convert(args.source, args.out, args.cwd, args.session_id, args.tail, args.max_chars,
+                    args.first)
     print(f"{count} entries, the last {args.tail} kept in context")
 
 
