@@ -87,6 +87,15 @@ class PlanRequest(msgspec.Struct, frozen=True, kw_only=True):
     hard_limit_tokens: int | None = None
 
 
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A retrieve request's ``tool``: the tool's name, its arguments as the agent gives
+    them, and the folder it runs in (only to name files as the project does)."""
+
+    name: str
+    input: dict[str, Any]
+    cwd: str | None = None
+
+
 class RetrievalRequest(SessionNames, frozen=True, kw_only=True):
     """``POST /v1/retrieve``, ``lookback retrieve``, ``lookback.retrieve``."""
 
@@ -107,6 +116,9 @@ class RetrievalRequest(SessionNames, frozen=True, kw_only=True):
     #: Entries the client already quoted into the model's context as evidence, which its
     #: agent keeps re-sending (Codex keeps hook output until a compaction): never again.
     quoted_ids: tuple[str, ...] | None = None
+    #: The tool call the agent is about to make: the request asks for point-of-action
+    #: evidence about what it touches (``query.search.action``), not about ``message``.
+    tool: ToolCall | None = None
 
 
 class SearchRequest(SessionNames, frozen=True, kw_only=True):
@@ -187,12 +199,14 @@ def parse_request(data: Any, defaults: Retrieval | None = None) -> RetrievalRequ
     budget = _bounded_int(data, "max_retrieved_history_tokens",
                           defaults.max_retrieved_history_tokens, *MAX_TOKENS_RANGE)
     plan = data.get("plan")
+    tool = _tool_call(data)
     return RetrievalRequest(
         **names.as_dict(),
         leaf_id=optional_text(data, "leaf_id"),
         branch_ids=optional_ids(data, "branch_ids"),
         context_ids=optional_ids(data, "context_ids"),
-        message=_message(data),
+        # A tool call is the query; a message beside it is not searched.
+        message=_message(data) if tool is None else None,
         provider=optional_text(data, "provider"),
         max_results=_bounded_int(data, "max_results", defaults.max_results,
                                  *MAX_RESULTS_RANGE),
@@ -201,7 +215,30 @@ def parse_request(data: Any, defaults: Retrieval | None = None) -> RetrievalRequ
         message_time_ms=message_time(data),
         quoted_ids=optional_ids(data, "quoted_ids"),
         plan=None if plan is None else _riding_plan(plan, budget),
+        tool=tool,
     )
+
+
+def _tool_call(data: dict[str, Any]) -> ToolCall | None:
+    """A retrieve request's ``tool`` (``{"name", "input", "cwd"}``), or None."""
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise RequestError("tool must be an object: name, input and optional cwd")
+    name, arguments, cwd = tool.get("name"), tool.get("input"), tool.get("cwd")
+    if not isinstance(name, str) or _LONE_SURROGATE.search(name) or "\0" in name:
+        raise RequestError("tool.name must be a string")
+    if not isinstance(arguments, dict):
+        raise RequestError("tool.input must be an object (the tool's arguments)")
+    if cwd is not None and (not isinstance(cwd, str) or not os.path.isabs(cwd)):
+        raise RequestError("tool.cwd must be an absolute path")
+    check_depth(arguments)
+    try:  # the answer cache keys on the encoded request: a lone surrogate cannot be
+        msgspec.json.encode(arguments)
+    except (msgspec.EncodeError, UnicodeEncodeError, OverflowError):
+        raise RequestError("tool.input must be valid JSON text") from None
+    return ToolCall(name=name, input=arguments, cwd=cwd)
 
 
 def _riding_plan(plan: Any, budget: int) -> PlanRequest:

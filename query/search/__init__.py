@@ -1,7 +1,8 @@
 """Search: the retrieval pipeline over one project's committed index.
 
 Reading indexes (connections, memos), the steps' shared types (``types``), candidate
-SQL, ranking, the steps themselves (``pipeline``), automatic retrieval, explicit history
+SQL, ranking, the steps themselves (``pipeline``), automatic retrieval (and its
+point-of-action rule, ``action``), explicit history
 search, and the wire contract's request and answer types.
 
 The public API is ``_EXPORTS`` below (the rule is in ``lookback.query``'s docstring).
@@ -24,6 +25,8 @@ _EXPORTS = {
     "Ranked": "types",
     "rows_by_rowid": "candidates",
     "row_parts": "ranking",
+    "informative": "action",
+    "MAX_ACTION_RESULTS": "action",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

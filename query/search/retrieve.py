@@ -42,6 +42,7 @@ from lookback.query.privacy.policy import (
     PrivacyPolicy,
     classify_source,
 )
+from lookback.query.search.action import informative
 from lookback.query.search.candidates import entries_for, load_texts, session_state
 from lookback.query.search.pipeline import (
     INELIGIBLE_WITH_TEXT,
@@ -54,6 +55,7 @@ from lookback.query.search.pipeline import (
 )
 from lookback.query.search.reader import IndexReader, NotIndexed
 from lookback.query.search.types import Ranked, Row, Scope, Searched
+from lookback.query.text import tool_query
 from lookback.query.text.terms import QueryTerms, Term
 
 log = logging.getLogger("lookback.query")
@@ -115,12 +117,16 @@ class Retriever:
     def retrieve(self, request: RetrievalRequest) -> RetrieveAnswer:
         started = time.perf_counter()
         diagnostics = Diagnostics()
-        if request.message is None:
+        message, subjects = request.message, None
+        if request.tool is not None:  # point-of-action evidence: the call's subjects
+            found = tool_query(request.tool.name, request.tool.input, request.tool.cwd)
+            message, subjects = (found.message, found.subjects) if found else (None, None)
+        if message is None:
             return _answer("no-query", None, diagnostics, started)
-        if skips_retrieval(request.message):
+        if skips_retrieval(message):
             diagnostics.warn(f"the message opts out of retrieval ({SKIP_MARKER})")
             return _answer("no-query", None, diagnostics, started)
-        searched = searched_of(request.message)
+        searched = searched_of(message)
         if not searched.terms.has_topic:
             return _answer("no-query", searched.terms, diagnostics, started)
         try:
@@ -128,7 +134,7 @@ class Retriever:
                                      project=request.project,
                                      session_id=request.session_id) as view:
                 return self._retrieve(view.connection, view.path, view.session_id, request,
-                                      searched, diagnostics, started)
+                                      searched, diagnostics, started, message, subjects)
         except (NotIndexed, OSError):
             return _answer("not-indexed", searched.terms, diagnostics, started)
         except IndexUnavailable as error:  # damaged, busy, unreadable (the pool's): say why
@@ -137,7 +143,8 @@ class Retriever:
 
     def _retrieve(self, connection: apsw.Connection, path: Any, session_id: str,
                   request: RetrievalRequest, searched: Searched, diagnostics: Diagnostics,
-                  started: float) -> RetrieveAnswer:
+                  started: float, message: str, subjects: tuple[str, ...] | None,
+                  ) -> RetrieveAnswer:
         terms = searched.terms
         state = session_state(connection, session_id)
         if state is None:
@@ -147,10 +154,14 @@ class Retriever:
                                 state.epoch)
         unique = rank(connection, searched, allowed.scope, diagnostics, allowed_ids=allowed.ids,
                       context_scope=allowed.context_scope,
-                      when=times_of(request.message, request.message_time_ms),
+                      when=times_of(message, request.message_time_ms),
                       rerank=self._semantic(connection, str(path), session_id, allowed.scope,
                                             request, diagnostics))
-        evidence, excluded = self._evidence(confident(unique), request, connection, str(path),
+        chosen = confident(unique)
+        if subjects is not None:  # a tool call: only what says something about it
+            load_texts(connection, (item.row for item in chosen if item.row.text is None))
+            chosen = informative(chosen, subjects)
+        evidence, excluded = self._evidence(chosen, request, connection, str(path),
                                             diagnostics)
         return _answer("ok", terms, diagnostics, started, evidence, excluded)
 

@@ -1,7 +1,7 @@
 """Text: what a user message is about and where a stored text matches it.
 
-Normalizing and folding, stopwords, term extraction, FTS5 query building and match
-verification (docs/specification.md steps 2-4 and 7-8). Knows no index.
+Normalizing and folding, stopwords, term extraction, a tool call's subjects, FTS5 query
+building and match verification (docs/specification.md steps 2-4 and 7-8). Knows no index.
 
 The public API is ``_EXPORTS`` below (the rule is in ``lookback.query``'s docstring).
 """
@@ -45,6 +45,9 @@ _EXPORTS = {
     "fold": "normalize",
     "TimeSpan": "dates",
     "time_spans": "dates",
+    "is_stopword": "stopwords",
+    "tool_query": "tool_calls",
+    "ToolQuery": "tool_calls",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
