@@ -98,6 +98,11 @@ class Server(Section, frozen=True):
     workers: Annotated[int, msgspec.Meta(ge=0)] = 4
     #: Host names (besides loopback) requests may name when no tokens are set
     allowed_hosts: tuple[str, ...] = ()
+    #: service mode, several hosts: the URL other hosts' readers forward to this one at;
+    #: empty: http://<host>:<port> when TCP on a concrete address, else none
+    public_url: str = ""
+    #: a request forwarded to the owner's reader waits at most this long for its answer
+    forward_timeout_seconds: PositiveFloat = 2.0
 
 
 class Freshness(Section, frozen=True):

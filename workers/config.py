@@ -28,6 +28,8 @@ Keys (``P`` = prefix, ``K`` = project key, see ``index.layout.project_key``)::
                         index whose cursor lies before it lacks events
     P applying:K        hash  drain -> expiry: the drains of K in flight (workers.owner)
     P hosts             hash  host id -> its own index queue (every worker host seen)
+    P reader:H          the URL other hosts reach host H's reader at, ``SET PX``
+                        renewed by that reader (workers.routes)
     P sweeper           flag: one sweeper round per interval in the whole cluster
                         (workers.sweeper claims it by name, with a TTL)
     P dramatiq:*        dramatiq's own queues
@@ -155,10 +157,15 @@ class ServiceConfig:
     def lease_key(self, owner_id: str) -> str:
         return f"{self.prefix}lease:{owner_id}"
 
+    def reader_key(self, owner_id: str) -> str:
+        return f"{self.prefix}reader:{owner_id}"
 
-def redis_client(config: ServiceConfig) -> RedisPort:
-    """A Redis client for ``config`` (imported here: embedded mode never needs redis)."""
+
+def redis_client(config: ServiceConfig, *, timeout: float = 10.0) -> RedisPort:
+    """A Redis client for ``config`` (imported here: embedded mode never needs redis);
+    ``timeout``: how long a command may wait (a reader's lookups wait little)."""
     import redis
 
-    return redis.Redis.from_url(config.redis_url, socket_timeout=10, socket_connect_timeout=5,
+    return redis.Redis.from_url(config.redis_url, socket_timeout=timeout,
+                                socket_connect_timeout=min(timeout, 5.0),
                                 health_check_interval=30)

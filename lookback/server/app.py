@@ -16,6 +16,11 @@ privacy settings of that grant (``query.privacy.granted``), so a request's ``pro
 narrows it and never widens it. Without tokens the reader is its owner's, who may read
 the files anyway: the request's ``provider`` is trusted as it is.
 
+Routing (service mode, several worker hosts; ``lookback.server.routing``): a request about
+a project another host owns is forwarded to that host's reader, once, with the caller's
+token; when that fails, the local answer is marked (``stale`` for a copy held here,
+``elsewhere`` for none), never ``ok`` or ``not-indexed``.
+
 Freshness (embedded mode): ``lookback.freshness`` indexes the session file a request
 names when it changed, before answering (bounded by ``freshness.wait_ms``), and tails
 the session folders in the background; in service mode the workers do that.
@@ -30,7 +35,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -41,13 +45,14 @@ import orjson
 from lookback import freshness, local_reader
 from lookback.budget import file_budget
 from lookback.errors import LookbackError
-from lookback.index.layout import find_project
-from lookback.ingest.pipeline import peek_header
+from lookback.index.layout import find_project, project_key
 from lookback.query.context.manifest import ManifestStore, retrieval_record
 from lookback.query.context.planner import decide_for_answer, decide_request
 from lookback.query.contract.answers import (
     PlanAnswer,
     RetrieveAnswer,
+    SearchAnswer,
+    SourceAnswer,
     answer_dict,
     encode_answer,
 )
@@ -71,6 +76,7 @@ from lookback.server.errors import FORBIDDEN, ApiError
 from lookback.server.nudges import GIVE_UP_SECONDS as NUDGE_GIVE_UP_SECONDS
 from lookback.server.nudges import NudgeQueue
 from lookback.server.records import ManifestWriter
+from lookback.server.routing import Router
 from lookback.settings import Settings
 
 log = logging.getLogger("lookback.server")
@@ -117,6 +123,9 @@ class ReaderApp:
         if self.freshness is not None:
             self.freshness.start()
         self.nudges = NudgeQueue(self._publish_nudge) if settings.service_mode else None
+        #: Service mode: owner lookups and forwarding to the owner's reader.
+        self.router = Router(settings) if settings.service_mode else None
+        self._asked = threading.local()  # the caller's token, and whether it was forwarded
         workers = settings.server.workers
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="lookback-call") \
             if workers > 0 else None
@@ -133,13 +142,18 @@ class ReaderApp:
     # -- dispatch -----------------------------------------------------------------------
 
     def handle(self, method: str, target: str, authorization: str | None,
-               body: bytes, *, deadline: float | None = None) -> Reply:
+               body: bytes, *, deadline: float | None = None,
+               forwarded: bool = False) -> Reply:
         """Answer one request: ``(HTTP status, payload dict or encoded bytes, log fields)``.
 
         ``deadline`` (``time.monotonic()`` seconds) is when the answer is due: the
         transport sets it at the request's first byte, so reading it and the engine call
-        share one time limit. Without one, the engine call gets the whole limit."""
+        share one time limit. Without one, the engine call gets the whole limit.
+        ``forwarded``: another host's reader sent it (it is answered here, never
+        forwarded again)."""
         self._deadline.value = deadline
+        self._asked.authorization = authorization
+        self._asked.forwarded = forwarded
         parts = urlsplit(target)
         route = self.routes.get((method, parts.path))
         try:
@@ -196,10 +210,14 @@ class ReaderApp:
     def _authorize(self, names: SessionNames, grant: Grant | None) -> Any:
         """The request's session reference, resolved once, after checking the token grants
         its project."""
+        return self._authorize_routed(names, grant)[0]
+
+    def _authorize_routed(self, names: SessionNames, grant: Grant | None) -> tuple[Any, Any]:
+        """``(ref, route)``: the request's session reference, resolved once, after checking
+        the token grants its project; and the project's route when another worker host
+        owns it (``workers.routes.Route``; None without one, or outside service mode)."""
         ref = self._ref(names)
         projects = _projects(grant)
-        if projects is None:
-            return ref
         if ref is not None:
             name = ref.project.name
         elif names.session_file:
@@ -208,9 +226,43 @@ class ReaderApp:
             name = None
         else:
             name = self._project_name(names.project)
-        if name is None or name not in projects:
+        route = None
+        if self.router is not None:
+            key = name if name is not None else _key_of(names, self.settings.namespace)
+            route = self.router.where(key) if key is not None else None
+            if name is None and route is not None:
+                name = key  # held on its owner's host only: that reader checks it again
+        if projects is not None and (name is None or name not in projects):
             raise FORBIDDEN
-        return ref
+        return ref, route
+
+    def _forward(self, path: str, body: dict, ref: Any, route: Any) -> Reply | None:
+        """The owner's reader's answer to this request, passed on as it is; None when it
+        cannot be asked (a forwarded request, owner dead, no reader registered) or gave
+        no answer in time (the caller answers here, marked)."""
+        assert self.router is not None
+        if getattr(self._asked, "forwarded", False) or not route.live or not route.reader:
+            return None
+        timeout = self.router.timeout
+        deadline = getattr(self._deadline, "value", None)
+        if deadline is not None:
+            timeout = min(timeout, deadline - time.monotonic())
+        if timeout <= 0:
+            return None
+        sent = dict(body)
+        if ref is not None:  # the session this host resolved, not a file of this machine
+            sent.pop("session_file", None)
+            sent["project"] = ref.project.name
+            if ref.session_id:
+                sent["session_id"] = ref.session_id
+        started = time.perf_counter()
+        answer = self.router.forward(route.reader, "POST", path, orjson.dumps(sent),
+                                     getattr(self._asked, "authorization", None), timeout)
+        if answer is None:
+            return None
+        status, data = answer
+        return status, data, {"forwarded": route.owner.host,
+                              "forward_ms": round((time.perf_counter() - started) * 1000, 3)}
 
     def _settings(self, grant: Grant | None) -> Settings:
         """The settings the engine answers ``grant``'s request with: its privacy ceiling
@@ -240,7 +292,11 @@ class ReaderApp:
         # Decoded once: a malformed request is a 400 before anything touches a file; the
         # plan reads this decode too (a null budget is the default for both).
         parsed = parse_request(body, self.settings.retrieval)
-        ref = self._authorize(parsed.names, grant)
+        ref, route = self._authorize_routed(parsed.names, grant)
+        if route is not None and (forwarded := self._forward("/v1/retrieve", body, ref,
+                                                             route)) is not None:
+            self._record_forwarded(ref, parsed, forwarded, started)
+            return forwarded
         fresh = freshness.refresh(self.freshness, body, ref)
         if fresh is not None and fresh.state == "rewrite-pending":
             return 200, encode_answer(freshness.rewrite_pending_answer(fresh)), {
@@ -257,7 +313,8 @@ class ReaderApp:
             times = time_key(asked.message, now_ms)
         # An answer whose freshness warns (refused, pending, busy) is not served from the
         # cache, whose diagnostics would hide it.
-        cacheable = mark and self.cache.size and not (fresh is not None and fresh.warning)
+        cacheable = mark and self.cache.size and not (fresh is not None and fresh.warning) \
+            and route is None  # a copy another host owns is answered marked, not cached
         settings = self._settings(grant)
         # Keyed by the privacy settings too: two tokens' ceilings never share an answer.
         key = (encode_request(asked), mark, times, id(settings.privacy)) if cacheable else None
@@ -269,8 +326,9 @@ class ReaderApp:
             if plan is not None:  # the planner's decision rides along (no second call)
                 response.plan = plan
             freshness.annotate(response, fresh)
-            if response.status == "not-indexed":
-                self._elsewhere(response, parsed.names)
+            if route is not None:
+                response.status = _marked(response.status)
+                response.diagnostics.warn(_owner_warning(route))
             encoded = encode_answer(response)  # the one encoding of this answer
             if key and response.status in ("ok", "no-query"):
                 self.cache.put(key, (encoded, response))
@@ -285,27 +343,19 @@ class ReaderApp:
         fields["cache"] = "hit" if cached is not None else ("miss" if key else "off")
         return 200, encoded, fields
 
-    def _elsewhere(self, response: RetrieveAnswer, names: SessionNames) -> None:
-        """Service mode: a project this host does not hold but another worker host owns
-        answers ``elsewhere``, naming that host, instead of ``not-indexed`` (which says
-        the project has no history)."""
-        if not self.settings.service_mode:
+    def _record_forwarded(self, ref: Any, parsed: Any, forwarded: Reply,
+                          started: float) -> None:
+        """Keep a forwarded answer in this reader's manifest too (the one URL clients
+        ask for it)."""
+        status, data, _ = forwarded
+        if status != 200:
             return
-        cwd = names.project if names.project and names.project.startswith("/") else None
-        if cwd is None and names.session_file:
-            try:
-                cwd = peek_header(Path(names.session_file))[1]
-            except (OSError, ValueError, LookbackError):
-                return
-        if not cwd:
+        try:
+            response = msgspec.json.decode(data, type=RetrieveAnswer)
+        except msgspec.ValidationError:
             return
-        from lookback.service import owner_elsewhere  # Redis only in service mode
-
-        owner = owner_elsewhere(self.settings, cwd)
-        if owner is not None:
-            response.status = "elsewhere"
-            response.diagnostics.warn(f"indexed on worker host {owner}: ask that host's "
-                                      "reader (docs/scaling.md)")
+        self._record_retrieval(ref, parsed, response,
+                               (time.perf_counter() - started) * 1000, False)
 
     def _record_retrieval(self, ref: Any, parsed: Any, response: RetrieveAnswer,
                           latency_ms: float, cached: bool) -> None:
@@ -325,18 +375,32 @@ class ReaderApp:
 
     def search(self, body: dict, grant: Grant | None) -> Reply:
         parsed = parse_search(body)  # a project alone: its latest session
-        ref = self._authorize(parsed.names, grant)
+        ref, route = self._authorize_routed(parsed.names, grant)
+        if route is not None and (forwarded := self._forward("/v1/search", body, ref,
+                                                             route)) is not None:
+            return forwarded
         freshness.refresh(self.freshness, body, ref)  # the live leaf is searchable too
-        response = self.call(self.engine.search_answer, pinned(parsed, ref),
-                             settings=self._settings(grant), reader=self.reader)
+        response: SearchAnswer = self.call(self.engine.search_answer, pinned(parsed, ref),
+                                           settings=self._settings(grant), reader=self.reader)
+        if route is not None:
+            response = msgspec.structs.replace(
+                response, status=_marked(response.status),
+                warnings=[*(response.warnings or []), _owner_warning(route)])
         return 200, encode_answer(response), {"results": len(response.results)}
 
     def source(self, body: dict, grant: Grant | None) -> Reply:
         parsed = parse_source(body)
-        ref = self._authorize(parsed.names, grant)
+        ref, route = self._authorize_routed(parsed.names, grant)
+        if route is not None and (forwarded := self._forward("/v1/source", body, ref,
+                                                             route)) is not None:
+            return forwarded
         freshness.refresh(self.freshness, body, ref)
-        response = self.call(self.engine.source_answer, pinned(parsed, ref),
-                             settings=self._settings(grant), reader=self.reader)
+        response: SourceAnswer = self.call(self.engine.source_answer, pinned(parsed, ref),
+                                           settings=self._settings(grant), reader=self.reader)
+        if route is not None:
+            response = msgspec.structs.replace(
+                response, status=_marked(response.status),
+                warnings=[*(response.warnings or []), _owner_warning(route)])
         return 200, encode_answer(response), {}
 
     def plan(self, body: dict, grant: Grant | None) -> Reply:
@@ -437,12 +501,45 @@ class ReaderApp:
     def close(self) -> None:
         if self.nudges is not None:
             self.nudges.close()
+        if self.router is not None:
+            self.router.close()
         if self.freshness is not None:
             self.freshness.close()
         self.manifests.flush()
         self.manifests.close()
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _key_of(names: SessionNames, namespace: str) -> str | None:
+    """The project key a request names by project alone (a cwd, or a folder name), for
+    the owner lookup of a project not held here."""
+    if names.session_file or not names.project:
+        return None
+    if names.project.startswith("/"):
+        return project_key(names.project, namespace)
+    return names.project
+
+
+def _marked(status: str) -> Any:
+    """The status of a local answer about a project another host owns: a copy held here
+    may lag the owner's (``stale``, never ``ok``); none here is ``elsewhere``."""
+    if status in ("not-indexed", "not-found"):
+        return "elsewhere" if status == "not-indexed" else "stale"
+    return "stale" if status in ("ok", "withheld") else status
+
+
+def _owner_warning(route: Any) -> str:
+    """What a marked answer says of the project's owner (host names only)."""
+    owner = route.owner
+    if not route.live:
+        state = "dead (its lease expired): a live host takes the project over"
+    elif not route.reader:
+        state = "live, with no reader registered (server.public_url)"
+    else:
+        state = "live, but its reader did not answer in time"
+    return (f"indexed on worker host {owner.id}, which is {state}; this reader's copy, "
+            "if any, may be stale (docs/scaling.md)")
 
 
 def _projects(grant: Grant | None) -> frozenset[str] | None:

@@ -42,6 +42,7 @@ from lookback.server.app import ReaderApp, encode
 from lookback.server.auth import Grants, check_binding
 from lookback.server.errors import ApiError
 from lookback.server.guard import Guard
+from lookback.server.routing import FORWARDED_HEADER, public_url
 from lookback.settings import Settings
 
 log = logging.getLogger("lookback.server")
@@ -316,7 +317,7 @@ class _Handler(socketserver.BaseRequestHandler):
             return request.keep_alive
         status, payload, fields = self.server.app.handle(
             method, request.target, request.headers.get("authorization"), request.body,
-            deadline=self.deadline)
+            deadline=self.deadline, forwarded=FORWARDED_HEADER in request.headers)
         self._answer(request, status, payload, fields, close=not request.keep_alive)
         return request.keep_alive
 
@@ -548,6 +549,15 @@ def serve_forever(server: ReaderHTTPServer) -> None:
     warm_embedder(server.app.settings.retrieval.embedder)  # a model loads in 0.2-1 s
     if server.app.freshness is not None:
         server.app.freshness.start_tailer()  # entries Pi appends get indexed unasked
+    if server.app.router is not None and not server.unix:
+        # Other hosts' readers forward requests about this host's projects here.
+        url = public_url(server.app.settings, str(server.server_address[0]),
+                         int(server.server_address[1]))
+        if url is None:
+            log.warning(json.dumps({"event": "not-advertised", "reason": "set "
+                                    "server.public_url: other hosts cannot forward here"}))
+        else:
+            server.app.router.advertise(url)
     try:
         server.serve_forever()
     finally:

@@ -23,9 +23,12 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 #: ``elsewhere``: not indexed on this reader's host but on another worker host, which a
-#: diagnostics warning names (service mode with several hosts: docs/scaling.md)
-Status = Literal["ok", "no-query", "not-indexed", "disabled", "elsewhere"]
-SourceStatus = Literal["ok", "withheld", "not-found", "not-indexed", "disabled"]
+#: diagnostics warning names; ``stale``: answered from this host's copy of a project
+#: another worker host owns, whose reader could not be asked (service mode with several
+#: hosts: docs/scaling.md). Clients use evidence only from ``ok``.
+Status = Literal["ok", "no-query", "not-indexed", "disabled", "elsewhere", "stale"]
+SourceStatus = Literal["ok", "withheld", "not-found", "not-indexed", "disabled", "elsewhere",
+                       "stale"]
 Tier = Literal["identifier", "phrase", "other"]
 Label = Literal["normal", "internal", "sensitive", "local-only"]
 
