@@ -8,7 +8,7 @@ in ``lookback.server.routing``). A reader asked about a project looks up its own
 registered reader. The address comes only from Redis, never from the request.
 
 Costs: one GET of the owner record per request; when another host owns the project,
-one more round trip (a pipeline: the owner's lease and its reader's address).
+one more (MGET of the owner's lease and its reader's address).
 """
 
 from __future__ import annotations
@@ -38,10 +38,7 @@ def route(config: ServiceConfig, client: RedisPort, project: str) -> Route | Non
     owner = Owner.from_json(raw)
     if is_mine(config, owner):
         return None
-    with client.pipeline(transaction=False) as pipe:
-        pipe.get(config.lease_key(owner.id))
-        pipe.get(config.reader_key(owner.id))
-        lease, reader = pipe.execute()
+    lease, reader = client.mget(config.lease_key(owner.id), config.reader_key(owner.id))
     return Route(owner, lease is not None, None if reader is None else text(reader))
 
 

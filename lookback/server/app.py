@@ -154,6 +154,7 @@ class ReaderApp:
         self._deadline.value = deadline
         self._asked.authorization = authorization
         self._asked.forwarded = forwarded
+        self._asked.unasked = None
         parts = urlsplit(target)
         route = self.routes.get((method, parts.path))
         try:
@@ -238,31 +239,41 @@ class ReaderApp:
 
     def _forward(self, path: str, body: dict, ref: Any, route: Any) -> Reply | None:
         """The owner's reader's answer to this request, passed on as it is; None when it
-        cannot be asked (a forwarded request, owner dead, no reader registered) or gave
-        no answer in time (the caller answers here, marked)."""
+        cannot be asked or gave no answer in time: the caller answers here, marked, and
+        ``self._asked.unasked`` says why (for the answer's warning)."""
         assert self.router is not None
-        if getattr(self._asked, "forwarded", False) or not route.live or not route.reader:
-            return None
+        authorization = getattr(self._asked, "authorization", None)
         timeout = self.router.timeout
         deadline = getattr(self._deadline, "value", None)
         if deadline is not None:
             timeout = min(timeout, deadline - time.monotonic())
-        if timeout <= 0:
-            return None
-        sent = dict(body)
-        if ref is not None:  # the session this host resolved, not a file of this machine
-            sent.pop("session_file", None)
-            sent["project"] = ref.project.name
-            if ref.session_id:
-                sent["session_id"] = ref.session_id
-        started = time.perf_counter()
-        answer = self.router.forward(route.reader, "POST", path, orjson.dumps(sent),
-                                     getattr(self._asked, "authorization", None), timeout)
-        if answer is None:
-            return None
-        status, data = answer
-        return status, data, {"forwarded": route.owner.host,
-                              "forward_ms": round((time.perf_counter() - started) * 1000, 3)}
+        if getattr(self._asked, "forwarded", False):
+            unasked = "live; this request was forwarded here by another reader already"
+        elif not route.live:
+            unasked = "dead (its lease expired): a live host takes the project over"
+        elif not route.reader:
+            unasked = "live, with no reader registered (server.public_url)"
+        elif not authorization:  # the private Unix socket: the owner's TCP reader would refuse
+            unasked = "live; a request without a token is not forwarded"
+        elif timeout <= 0:
+            unasked = "live, but this request's time ran out"
+        else:
+            unasked = "live, but its reader gave no answer in time"
+            sent = dict(body)
+            if ref is not None:  # the session this host resolved, not a file of this machine
+                sent.pop("session_file", None)
+                sent["project"] = ref.project.name
+                if ref.session_id:
+                    sent["session_id"] = ref.session_id
+            started = time.perf_counter()
+            answer = self.router.forward(route.reader, "POST", path, orjson.dumps(sent),
+                                         authorization, timeout)
+            if answer is not None:
+                status, data = answer
+                return status, data, {"forwarded": route.owner.host, "forward_ms": round(
+                    (time.perf_counter() - started) * 1000, 3)}
+        self._asked.unasked = unasked
+        return None
 
     def _settings(self, grant: Grant | None) -> Settings:
         """The settings the engine answers ``grant``'s request with: its privacy ceiling
@@ -328,7 +339,7 @@ class ReaderApp:
             freshness.annotate(response, fresh)
             if route is not None:
                 response.status = _marked(response.status)
-                response.diagnostics.warn(_owner_warning(route))
+                response.diagnostics.warn(self._owner_warning(route))
             encoded = encode_answer(response)  # the one encoding of this answer
             if key and response.status in ("ok", "no-query"):
                 self.cache.put(key, (encoded, response))
@@ -342,6 +353,13 @@ class ReaderApp:
         fields = _counts(response)
         fields["cache"] = "hit" if cached is not None else ("miss" if key else "off")
         return 200, encoded, fields
+
+    def _owner_warning(self, route: Any) -> str:
+        """What an answer marked ``stale`` or ``elsewhere`` says of the project's owner
+        (host names only) and why it was not asked."""
+        why = getattr(self._asked, "unasked", None) or "not asked"
+        return (f"indexed on worker host {route.owner.id}, which is {why}; this reader's "
+                "copy, if any, may be stale (docs/scaling.md)")
 
     def _record_forwarded(self, ref: Any, parsed: Any, forwarded: Reply,
                           started: float) -> None:
@@ -385,7 +403,7 @@ class ReaderApp:
         if route is not None:
             response = msgspec.structs.replace(
                 response, status=_marked(response.status),
-                warnings=[*(response.warnings or []), _owner_warning(route)])
+                warnings=[*(response.warnings or []), self._owner_warning(route)])
         return 200, encode_answer(response), {"results": len(response.results)}
 
     def source(self, body: dict, grant: Grant | None) -> Reply:
@@ -400,7 +418,7 @@ class ReaderApp:
         if route is not None:
             response = msgspec.structs.replace(
                 response, status=_marked(response.status),
-                warnings=[*(response.warnings or []), _owner_warning(route)])
+                warnings=[*(response.warnings or []), self._owner_warning(route)])
         return 200, encode_answer(response), {}
 
     def plan(self, body: dict, grant: Grant | None) -> Reply:
@@ -527,19 +545,6 @@ def _marked(status: str) -> Any:
     if status in ("not-indexed", "not-found"):
         return "elsewhere" if status == "not-indexed" else "stale"
     return "stale" if status in ("ok", "withheld") else status
-
-
-def _owner_warning(route: Any) -> str:
-    """What a marked answer says of the project's owner (host names only)."""
-    owner = route.owner
-    if not route.live:
-        state = "dead (its lease expired): a live host takes the project over"
-    elif not route.reader:
-        state = "live, with no reader registered (server.public_url)"
-    else:
-        state = "live, but its reader did not answer in time"
-    return (f"indexed on worker host {owner.id}, which is {state}; this reader's copy, "
-            "if any, may be stale (docs/scaling.md)")
 
 
 def _projects(grant: Grant | None) -> frozenset[str] | None:

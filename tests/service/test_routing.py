@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -33,7 +35,8 @@ from tests.service.test_workers import start_watcher, stop
 TOKEN = "team-token-routing-0123"
 #: A token only some readers know: the owner re-checks the caller's token.
 LOCAL_TOKEN = "only-some-readers-4567"
-FAST = {"LOOKBACK_WORKERS__LEASE_SECONDS": "2", "LOOKBACK_WORKERS__KEEP_LOG": "true"}
+FAST = {"LOOKBACK_WORKERS__LEASE_SECONDS": "2", "LOOKBACK_WORKERS__KEEP_LOG": "true",
+        "LOOKBACK_SERVER__FORWARD_TIMEOUT_SECONDS": "1"}
 
 
 class Reader:
@@ -229,10 +232,21 @@ def test_every_reader_answers_a_moved_project_and_marks_what_it_cannot_ask(tmp_p
                                 **{"lookback-forwarded": "elsewhere:/x"})
         assert again["status"] == "stale"
 
+        # Host b's reader hangs (SIGSTOP): the forward gives up after its timeout and
+        # a answers from its copy, marked.
+        body = {"session_file": str(paths[0]), "message": PROMPT}
+        stopped = hosts[1].reader.process  # type: ignore[union-attr]
+        os.kill(stopped.pid, signal.SIGSTOP)
+        try:
+            hung = readers[0].post("/v1/retrieve", body)
+        finally:
+            os.kill(stopped.pid, signal.SIGCONT)
+        assert hung["status"] == "stale"  # (or its address expired meanwhile: stale too)
+        assert any("b:" in warning for warning in hung["diagnostics"]["warnings"])
+
         # Host b's reader stops: a's stale copy is marked, c (no copy) says elsewhere.
         hosts[1].reader.kill()  # type: ignore[union-attr]
         hosts[1].reader = None
-        body = {"session_file": str(paths[0]), "message": PROMPT}
         stale = readers[0].post("/v1/retrieve", body)
         assert stale["status"] == "stale"
         assert any("b:" in warning for warning in stale["diagnostics"]["warnings"])
