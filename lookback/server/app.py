@@ -211,9 +211,10 @@ class ReaderApp:
     def _authorize(self, names: SessionNames, grant: Grant | None) -> Any:
         """The request's session reference, resolved once, after checking the token grants
         its project."""
-        return self._authorize_routed(names, grant)[0]
+        return self._authorize_routed(names, grant, routed=False)[0]
 
-    def _authorize_routed(self, names: SessionNames, grant: Grant | None) -> tuple[Any, Any]:
+    def _authorize_routed(self, names: SessionNames, grant: Grant | None, *,
+                          routed: bool = True) -> tuple[Any, Any]:
         """``(ref, route)``: the request's session reference, resolved once, after checking
         the token grants its project; and the project's route when another worker host
         owns it (``workers.routes.Route``; None without one, or outside service mode)."""
@@ -228,7 +229,7 @@ class ReaderApp:
         else:
             name = self._project_name(names.project)
         route = None
-        if self.router is not None:
+        if self.router is not None and routed:
             key = name if name is not None else _key_of(names, self.settings.namespace)
             route = self.router.where(key) if key is not None else None
             if name is None and route is not None:
@@ -370,7 +371,7 @@ class ReaderApp:
             return
         try:
             response = msgspec.json.decode(data, type=RetrieveAnswer)
-        except msgspec.ValidationError:
+        except msgspec.DecodeError:  # not this version's answer: kept by the owner alone
             return
         self._record_retrieval(ref, parsed, response,
                                (time.perf_counter() - started) * 1000, False)
