@@ -295,13 +295,16 @@ def test_excerpt_is_centred_on_the_first_match_and_bounded(home, ask, tmp_path):
 
 
 def test_excerpts_shrink_to_the_remaining_budget_in_rank_order(home, ask, tmp_path):
-    long = "lorem ipsum " * 1500 + "NeedleToken alpha beta " + "dolor sit " * 1500
+    # The long source matches every word of the message, so it outranks the short one
+    # despite its length (ranking's "long entry").
+    long = ("lorem ipsum " * 1500 + "NeedleToken alpha beta gamma delta epsilon "
+            + "dolor sit " * 1500)
     short = "NeedleToken " + "consectetur adipiscing " * 60
     session = write_session(tmp_path / "s.jsonl", [long, "filler", short, "filler"])
     index_paths(home, session)
 
     def answer(budget: int, results: int = 2) -> dict:
-        return ask(session, "NeedleToken alpha beta", context_ids=["m3"],
+        return ask(session, "NeedleToken alpha beta gamma delta epsilon", context_ids=["m3"],
                    max_results=results, max_retrieved_history_tokens=budget)
 
     whole = answer(100_000)["evidence"]

@@ -8,12 +8,13 @@ matched topics           40 x rarity (0..1, the term's IDF in the index) per ter
 active branch             15
 same file / symbol / error  12 / 10 / 12 per matched term of that kind
 next to a match          0.25 x the topics of the candidate just before or after, <= 20
-user / assistant authority  8 / 5
+user / assistant, tool output authority  8 / 5
 FTS order                0..6 (bm25 rank among the FTS hits)
 recency                  0..8 (newest candidate 8; by ``recency_position``), unless
                          the message names a time:
 time in the question     0..8 instead (8 inside that time, less near it)
 token penalty            0..12 (12 at 3,000 tokens and beyond)
+long entry               past 100 tokens, the topic points x (1 - (100 / tokens) ** 0.25)
 =======================  =========================================
 
 Tiers come first (identifier, phrase, other), then score descending, timestamp
@@ -39,7 +40,9 @@ EXACT_IDENTIFIER, EXACT_PHRASE, FTS_MATCH = 100.0, 85.0, 60.0
 TOPIC_POINTS = 40.0
 ACTIVE_BRANCH = 15.0
 SAME_FILE, SAME_SYMBOL, SAME_ERROR = 12.0, 10.0, 12.0
-AUTHORITY = {"user": 8.0, "assistant": 5.0}
+#: A tool's own output is what happened: it counts as much as the assistant's prose,
+#: which often re-quotes it later (without a part of its own it lost to that prose).
+AUTHORITY = {"user": 8.0, "assistant": 5.0, "toolResult": 5.0, "bashExecution": 5.0}
 MAX_FTS_ORDER, MAX_RECENCY, MAX_TOKEN_PENALTY = 6.0, 8.0, 12.0
 TOKENS_FOR_FULL_PENALTY = 3000
 #: Time in the question (``query/text/dates.py``): an entry dated inside a time the
@@ -48,6 +51,11 @@ TOKENS_FOR_FULL_PENALTY = 3000
 #: (and its at most 8 points), so the non-topic parts still add up to at most 22.
 MAX_TIME_MATCH = 8.0
 MIN_NEAR_MS = 7 * 86_400_000
+#: A long entry's topics are spread thin: a plan or a task description that names
+#: every word of the message once matches it less than a short line that is about it.
+#: Past ``SHORT_ENTRY_TOKENS`` an entry keeps ``(SHORT_ENTRY_TOKENS / tokens) **
+#: DILUTION`` of its topic points (a 400-token entry 71%, a 3,000-token one 43%).
+SHORT_ENTRY_TOKENS, DILUTION = 100, 0.25
 
 
 def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: int,
@@ -64,6 +72,11 @@ def score(item: Ranked, *, on_branch: bool, fts_hits: int, oldest: int, newest: 
     item.tier, static_list = static if static is not None else static_parts(item, on_branch)
     row = item.row
     parts = item.parts = list(static_list)
+    if row.tokens > SHORT_ENTRY_TOKENS:
+        diluted = _dilution(row.tokens, sum(points for reason, points in static_list
+                                            if reason.startswith("topic ")))
+        if diluted:
+            parts.append(("long entry", diluted))
     if row.fts_rank is not None and fts_hits > 0:
         parts.append(("FTS order", _fts_order(row.fts_rank, fts_hits)))
     if when:  # the message says when: that, not recency, places the entry in time
@@ -103,6 +116,11 @@ def _topic_points(weight: float) -> float:
 @functools.lru_cache(maxsize=4096)
 def _token_penalty(tokens: int) -> float:
     return -round(MAX_TOKEN_PENALTY * min(1.0, tokens / TOKENS_FOR_FULL_PENALTY), 2)
+
+
+@functools.lru_cache(maxsize=4096)
+def _dilution(tokens: int, topic_points: float) -> float:
+    return -round(topic_points * (1 - (SHORT_ENTRY_TOKENS / tokens) ** DILUTION), 2)
 
 
 def time_part(row: Row, when: Sequence[TimeSpan]) -> tuple[str, float] | None:

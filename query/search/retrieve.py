@@ -71,9 +71,10 @@ MIN_EXCERPT_CHARS = MIN_REMAINING_TOKENS * CHARS_PER_TOKEN
 #: tuning data only, docs/benchmarks.md). A keyword candidate's confidence is the share
 #: of the message's information its matches carry, alone or with its neighbour
 #: (``Ranked.coverage``, ``unit_coverage``); an identifier or phrase match is decisive (1).
-#: No evidence at all unless the best candidate reaches ``FLOOR``; a keyword candidate
-#: needs ``MIN_CONFIDENCE`` and a matched topic of rarity ``MIN_PEAK`` or more (a match on
-#: generic words alone never qualifies). The first ``LEAD_ITEMS`` that qualify come
+#: No evidence at all unless the best candidate reaches ``FLOOR``, and a keyword
+#: candidate's confidence needs a matched topic of rarity ``MIN_PEAK`` or more (a match
+#: on generic words alone never opens the answer); once open, a row qualifies with
+#: ``MIN_CONFIDENCE`` or that share of the message. The first ``LEAD_ITEMS`` that qualify come
 #: back; later ones only with the best share of the message (``FOLLOW_SHARE``). The first
 #: item's excerpt is at most 6,000 characters times the cube of its share of the
 #: message (no less than ``FOLLOW_CHARS``), the others' at most ``FOLLOW_CHARS``.
@@ -339,11 +340,15 @@ def confidence(item: Ranked) -> float:
 
 def confident(ranked: list[Ranked]) -> list[Ranked]:
     """The candidates above the confidence floor, in rank order (``FLOOR``): none when
-    the best of them carries too little of the message; after the first
+    the best of them carries too little of the message; else those with confidence or
+    a share of the message of ``MIN_CONFIDENCE`` or more; after the first
     ``LEAD_ITEMS``, only those nearly as confident as the best."""
-    qualified = [item for item in ranked if confidence(item) >= MIN_CONFIDENCE]
-    if max(map(confidence, qualified), default=0.0) < FLOOR:
+    if max(map(confidence, ranked), default=0.0) < FLOOR:
         return []
+    # Once a confident candidate opens the answer, a row needs only its share of the
+    # message: its words may be the session's common ones (a pasted plan made "event",
+    # "compaction" frequent) without being generic to the question.
+    qualified = [item for item in ranked if max(confidence(item), _share(item)) >= MIN_CONFIDENCE]
     # Past the lead, even an identifier's rows must carry nearly the best share.
     best = max(map(_share, qualified))
     return [item for position, item in enumerate(qualified)
