@@ -103,11 +103,14 @@ def project_figures(config: ServiceConfig, client: RedisPort, project: dict[str,
 
 def host_figures(config: ServiceConfig, client: RedisPort,
                  projects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per worker host: live (lease held), projects owned, their lag, its own queue."""
+    """Per worker host: live (lease held), projects owned, their lag, its own queue, and
+    the address its reader registered (None: no live reader other hosts forward to)."""
     hosts: dict[str, dict[str, Any]] = {}
     for raw_id, raw_queue in sorted(client.hgetall(config.hosts_key).items()):
         host_id, queue = text(raw_id), text(raw_queue)
+        reader = client.get(config.reader_key(host_id))
         hosts[host_id] = {"live": bool(client.exists(config.lease_key(host_id))),
+                          "reader": None if reader is None else text(reader),
                           "this_host": host_id == Owner(config.host, str(config.home)).id,
                           "projects": 0, "lag_events": 0, "lag_seconds": 0.0,
                           "queue": queue, **queue_figures(config, client, queue)}
@@ -127,7 +130,15 @@ def problems(config: ServiceConfig, report: dict[str, Any]) -> list[dict[str, st
     """Dead owners, orphaned queues, indexes missing trimmed events: each with its fix."""
     found = []
     wait = config.lease_seconds + config.sweep_seconds
+    routing = any(host.get("reader") for host in report.get("hosts", {}).values())
     for host_id, host in report.get("hosts", {}).items():
+        if host["live"] and routing and host["projects"] and not host.get("reader"):
+            found.append({
+                "problem": f"worker host {host_id} owns {host['projects']} projects but no "
+                           "reader of it is registered: other hosts' readers answer them "
+                           "`elsewhere` or `stale`, not forwarded",
+                "fix": "run `lookback serve` on TCP on that host with server.public_url set "
+                       "(compose.yaml: LOOKBACK_PUBLIC_URL): docs/scaling.md"})
         if host["live"]:
             continue
         if host["projects"]:

@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         state = "live" if host["live"] else "DEAD (lease expired)"
         print(f"worker host {host_id}{' (this host)' if host['this_host'] else ''}: {state}, "
               f"{host['projects']} projects, lag {host['lag_events']} events / "
-              f"{host['lag_seconds']:.1f} s, own queue {host['depth']} queued")
+              f"{host['lag_seconds']:.1f} s, own queue {host['depth']} queued, "
+              + (f"reader {host['reader']}" if host.get("reader") else "no reader registered"))
     reader = report.get("reader") or {}
     if reader.get("problem"):
         print(f"reader: {reader['problem']}\n  fix: {reader['fix']}")

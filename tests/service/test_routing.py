@@ -253,6 +253,19 @@ def test_every_reader_answers_a_moved_project_and_marks_what_it_cannot_ask(tmp_p
         assert readers[2].post("/v1/retrieve", body)["status"] == "elsewhere"
         searched = readers[0].post("/v1/search", {"project": cwds[0], "text": "test"})
         assert searched["status"] == "stale"
+
+        # `lookback status` lists each host's reader and names the host without one
+        # (b's address lapses with its lease: the killed reader renews it no more).
+        gone = first.config.reader_key(f"b:{hosts[1].service.home}")
+        helpers.wait_for(lambda: not first.client.exists(gone), 30, "b's address to lapse")
+        done = subprocess.run([sys.executable, "-m", "lookback", "status", "--json"],
+                              env=first.environ, capture_output=True, text=True, timeout=60)
+        status = json.loads(done.stdout)
+        listed = status["hosts"]
+        assert listed[f"a:{first.home}"]["reader"] == f"http://127.0.0.1:{readers[0].port}"
+        assert listed[f"b:{hosts[1].service.home}"]["reader"] is None
+        assert any(f"worker host b:{hosts[1].service.home} owns 2 projects but no reader"
+                   in problem["problem"] for problem in status["service_problems"])
     finally:
         teardown(hosts)
 
