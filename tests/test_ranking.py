@@ -12,9 +12,9 @@ import pytest
 from lookback.api import retrieve, search
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
-from lookback.query.search import candidates
-from lookback.query.search.candidates import rarity
+from lookback.query.search import term_stats
 from lookback.query.search.reader import IndexReader
+from lookback.query.search.term_stats import rarity
 from lookback.settings import load_settings
 from tests.support import index_paths
 
@@ -91,14 +91,14 @@ def test_the_vocabulary_counts_are_fts5s_own_counts_of_each_token(home, conversa
     expected = [connection.execute("SELECT count(*) FROM entries_fts WHERE entries_fts "
                                    "MATCH ?", (phrase,)).fetchone()[0] for phrase in phrases]
     assert sum(count > 1 for count in expected) > 5
-    candidates._COUNTS.clear()
+    term_stats._COUNTS.clear()
     weights = rarity(connection, phrases)  # counted here through the vocabulary
-    assert candidates._VOCABS.get(connection) is True
-    stamp = candidates._stamp(connection)
-    assert [candidates._COUNTS.get((*stamp, token.casefold()))[0] for token in tokens] == \
+    assert term_stats._VOCABS.get(connection) is True
+    stamp = term_stats._stamp(connection)
+    assert [term_stats._COUNTS.get((*stamp, token.casefold()))[0] for token in tokens] == \
         expected
-    candidates._COUNTS.clear()
-    with mock.patch.object(candidates, "_vocab", lambda connection: False):
+    term_stats._COUNTS.clear()
+    with mock.patch.object(term_stats, "_vocab", lambda connection: False):
         assert rarity(connection, phrases) == weights  # each counted by count(*)
 
 

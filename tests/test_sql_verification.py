@@ -16,14 +16,9 @@ import apsw
 import pytest
 
 from lookback.index.schema import FTS_TOKENIZE
-from lookback.query.search.candidates import (
-    SELECTIVE_PHRASES,
-    count_fts,
-    fts_search,
-    prepare,
-    selective_expression,
-)
 from lookback.query.search.pipeline import matches_of, merge_candidates
+from lookback.query.search.searches import count_fts, fts_search, prepare
+from lookback.query.search.term_stats import SELECTIVE_PHRASES, selective_expression
 from lookback.query.search.types import Row, Scope, Searched
 from lookback.query.text.fts_query import (
     build_phrase_query,

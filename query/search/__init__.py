@@ -23,7 +23,7 @@ _EXPORTS = {
     "Scope": "types",
     "Searched": "types",
     "Ranked": "types",
-    "rows_by_rowid": "candidates",
+    "rows_by_rowid": "rows",
     "row_parts": "ranking",
     "informative": "action",
     "MAX_ACTION_RESULTS": "action",

@@ -38,9 +38,9 @@ from lookback.query.contract.answers import (
 )
 from lookback.query.contract.request import SearchRequest, SourceRequest
 from lookback.query.privacy.policy import PrivacyPolicy
-from lookback.query.search.candidates import Source, entries_for, load_texts, source_entry
 from lookback.query.search.pipeline import INELIGIBLE_WITH_TEXT, quote, rank, searched_of, times_of
 from lookback.query.search.reader import IndexReader, NotIndexed, SessionView
+from lookback.query.search.rows import Source, entries_for, load_texts, source_entry
 from lookback.query.search.types import Ranked, Scope, Searched
 from lookback.query.text.dates import TimeSpan
 

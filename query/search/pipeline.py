@@ -28,15 +28,6 @@ from lookback.index.store import IndexUnavailable, read_errors
 from lookback.query.context.evidence import excerpt
 from lookback.query.contract.answers import Diagnostics
 from lookback.query.privacy.policy import without_markers
-from lookback.query.search.candidates import (
-    add_literal_bits,
-    add_phrase_bits,
-    count_fts,
-    fts_search,
-    literal_search,
-    rarity,
-    selective_expression,
-)
 from lookback.query.search.ranking import (
     add_neighbours,
     recency_position,
@@ -46,6 +37,14 @@ from lookback.query.search.ranking import (
     topic_key,
     topic_parts,
 )
+from lookback.query.search.searches import (
+    add_literal_bits,
+    add_phrase_bits,
+    count_fts,
+    fts_search,
+    literal_search,
+)
+from lookback.query.search.term_stats import rarity, selective_expression
 from lookback.query.search.types import Ranked, Row, Scope, Searched
 from lookback.query.text.dates import TimeSpan, time_spans
 from lookback.query.text.fts_query import folded_phrase, form_prefix
@@ -128,7 +127,7 @@ def matches_of(row: Row, searched: Searched) -> list[Match]:
 
 
 def term_rarity(connection: apsw.Connection, searched: Searched) -> dict[Term, float]:
-    """Each term's rarity in the index (``candidates.rarity``), by its FTS5 phrase."""
+    """Each term's rarity in the index (``term_stats.rarity``), by its FTS5 phrase."""
     query = searched.query
     if query is None:
         return {}

@@ -159,7 +159,7 @@ def topic_parts(matches: list[Match], on_branch: bool,
     Each distinct matched term (terms of the same stems are one: ``topic_key``) adds
     ``TOPIC_POINTS``
     times its ``rarity`` (0..1, see
-    ``candidates.rarity``; 1 for a term missing from it), so a word in most entries
+    ``term_stats.rarity``; 1 for a term missing from it), so a word in most entries
     weighs little and the rare word that carries the question decides.
 
     Rows with the same matches share them (a query's candidates often do), so the

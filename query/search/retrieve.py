@@ -43,7 +43,6 @@ from lookback.query.privacy.policy import (
     classify_source,
 )
 from lookback.query.search.action import informative
-from lookback.query.search.candidates import entries_for, load_texts, session_state
 from lookback.query.search.pipeline import (
     INELIGIBLE_WITH_TEXT,
     Rerank,
@@ -54,6 +53,7 @@ from lookback.query.search.pipeline import (
     times_of,
 )
 from lookback.query.search.reader import IndexReader, NotIndexed
+from lookback.query.search.rows import entries_for, load_texts, session_state
 from lookback.query.search.types import Ranked, Row, Scope, Searched
 from lookback.query.text import tool_query
 from lookback.query.text.terms import QueryTerms, Term

@@ -3,8 +3,8 @@
 ``Row`` (a candidate entry, its text loaded on demand), ``Scope`` (which rows a search
 may return, as SQL), ``Literals`` and ``Searched`` (one query's compiled form) and
 ``Ranked`` (a verified, scored candidate). The steps (``query.search.pipeline``), the
-SQL (``query.search.candidates``), ranking, automatic retrieval, history search and
-``query.semantic`` all import them from here; this module imports nothing of theirs, so
+SQL (``searches``, ``term_stats``, ``rows``), ranking, automatic retrieval, history
+search and ``query.semantic`` all import them from here; this module imports nothing of theirs, so
 no import goes round in a circle. What a retrieval reports about itself,
 ``Diagnostics``, is part of the answer and lives with the answers
 (``query.contract.answers``), which import nothing of the project either.

@@ -45,8 +45,8 @@ from lookback.embedders.registry import get_embedder, is_loaded
 from lookback.index.embeddings import EMBEDDABLE, EMBEDDINGS_SEQ_META, Stamp, decode, has_table
 from lookback.index.store import all_rows, read_meta
 from lookback.query.contract.answers import Diagnostics
-from lookback.query.search.candidates import rows_by_rowid
 from lookback.query.search.ranking import row_parts
+from lookback.query.search.rows import rows_by_rowid
 from lookback.query.search.types import Ranked, Row, Scope
 from lookback.query.semantic.fusion import Candidate, CandidateKey, fuse
 

@@ -35,6 +35,7 @@ _EXPORTS = {
     "stemmed_tokens": "fts_query",
     "stemmed_phrase": "fts_query",
     "form_prefix": "fts_query",
+    "phrase_tokens": "fts_query",
     "message_language": "forms",
     "italian_stem": "forms",
     "TermMatcher": "matching",

@@ -24,7 +24,7 @@ is the only syntax, outside the quotes). So ``schermate`` finds ``schermata`` an
 
 Each phrase of the ``OR`` expression is numbered (FTS5 numbers them left to right);
 ``FtsQuery.term_phrases`` says which phrase stands for which term, so a row's
-matching phrases (``query.search.candidates``) tell which terms it matches.
+matching phrases (``query.search.searches``) tell which terms it matches.
 """
 
 from __future__ import annotations
@@ -139,6 +139,14 @@ def _phrase(text: str) -> str | None:
     if not tokens or any(len(token) > MAX_TOKEN_CHARS for token in tokens):
         return None
     return quote_fts_string(" ".join(tokens))
+
+
+def phrase_tokens(phrase: str) -> list[str]:
+    """The tokens of a quoted query phrase (``_phrase``), as written; a prefix phrase's
+    (``"scherm"*``, an Italian keyword's forms, ``form_prefix``) keeps its star."""
+    if phrase.endswith("*"):
+        return [phrase[1:-2].replace('""', '"') + "*"]  # one token
+    return phrase[1:-1].replace('""', '"').split(" ")
 
 
 @lru_cache(maxsize=4096)

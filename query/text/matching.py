@@ -19,7 +19,7 @@ Two kinds of match:
   technologies match this way; a literal term not found literally may still match
   this way, which counts as an FTS term match.
 
-Retrieval verifies inside SQL (``query.search.candidates``): folded matches are the
+Retrieval verifies inside SQL (``query.search.searches``): folded matches are the
 phrases FTS5 itself matched, literal matches use ``find_literal`` on the rows that
 made the ``LIMIT``. ``PhraseFinder`` then centres the excerpts of the items returned.
 ``TermMatcher`` is the same definition on a text in Python — the reference that
