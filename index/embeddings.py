@@ -40,7 +40,7 @@ from lookback.index.project import ProjectWriter
 from lookback.index.store import (
     all_rows,
     driver_errors,
-    one_row,
+    one_int,
     open_reader,
     read_meta,
     write_meta,
@@ -138,13 +138,13 @@ def decode(blobs: Sequence[bytes], dimensions: int) -> np.ndarray:
 def count_pending(connection: apsw.Connection, stamp: Stamp) -> int:
     """How many embeddable entries lack a current vector."""
     if not has_table(connection):
-        return one_row(connection.execute(
-            f"SELECT count(*) FROM entries e WHERE {EMBEDDABLE}"))[0]
+        return one_int(connection.execute(
+            f"SELECT count(*) FROM entries e WHERE {EMBEDDABLE}"))
     current, params = stamp.sql()
-    return one_row(connection.execute(
+    return one_int(connection.execute(
         f"SELECT count(*) FROM entries e WHERE {EMBEDDABLE} AND NOT EXISTS ("
         f"SELECT 1 FROM embeddings v WHERE v.session_id = e.session_id AND "
-        f"v.entry_id = e.entry_id AND v.chunk = 0 AND {current})", params))[0]
+        f"v.entry_id = e.entry_id AND v.chunk = 0 AND {current})", params))
 
 
 def pending_entries(connection: apsw.Connection, stamp: Stamp, *, after_rowid: int = 0,

@@ -27,7 +27,7 @@ class Memo(Generic[V]):
 
     def __init__(self, max_size: int, *, sizeof: Callable[[V], int] | None = None) -> None:
         self.max_size = max(0, int(max_size))
-        self._items: LRUCache = LRUCache(max(1, self.max_size), getsizeof=sizeof)
+        self._items: LRUCache[Hashable, V] = LRUCache(max(1, self.max_size), getsizeof=sizeof)
         self._sizeof = sizeof
         self._lock = threading.Lock()
         self.hits = 0

@@ -310,8 +310,11 @@ def read_only_folder(path: Path) -> bool:
     return not os.access(Path(path).parent, os.W_OK)
 
 
+#: A database file's and its WAL's (inode, size, mtime in ns); None: the file is absent.
+FileStamp = tuple[tuple[int, int, int] | None, ...]
+
 #: Connections opened as immutable snapshots -> (path, the file's stamp then).
-_SNAPSHOTS: weakref.WeakKeyDictionary[apsw.Connection, tuple[str, tuple]] = \
+_SNAPSHOTS: weakref.WeakKeyDictionary[apsw.Connection, tuple[str, FileStamp]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -322,7 +325,7 @@ def snapshot_changed(connection: apsw.Connection) -> bool:
     return found is not None and _stamp(Path(found[0])) != found[1]
 
 
-def _stamp(path: Path) -> tuple:
+def _stamp(path: Path) -> FileStamp:
     stamps: list[tuple[int, int, int] | None] = []
     for name in (str(path), f"{path}-wal"):
         try:
@@ -386,6 +389,12 @@ def one_row(cursor: apsw.Cursor) -> Any:
     if row is None:
         raise RuntimeError("the query returned no row")
     return row
+
+
+def one_int(cursor: apsw.Cursor) -> int:
+    """The first column of ``one_row``, which the SQL makes an integer (``count(*)``)."""
+    value: int = one_row(cursor)[0]
+    return value
 
 
 def all_rows(cursor: apsw.Cursor) -> list[Any]:

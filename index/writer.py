@@ -28,6 +28,7 @@ import functools
 import hashlib
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
@@ -94,7 +95,7 @@ def _append(connection: apsw.Connection, events: list[Event], ids: list[str | No
     now = time.time()
     with write_transaction(connection):
         seq = int(read_meta(connection, "applied_seq") or 0)
-        touched: dict[str, list] = {}
+        touched: Touched = {}
         forgetting = tombstones.active(connection)
         for event, source_id in zip(events, ids, strict=True):
             if source_id is not None and _seen(connection, source_id):
@@ -191,7 +192,7 @@ def _payload_json(event: Event) -> str:
 def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) -> None:
     """Apply logged (kind, session_id, payload) rows to the projections only."""
     now = time.time()
-    touched: dict[str, list] = {}
+    touched: Touched = {}
     refused = indexed_chars = 0
     forgetting = tombstones.active(connection)
     for kind, session_id, payload in rows:
@@ -212,8 +213,16 @@ def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) ->
         write_meta(connection, "set_aside_events", total)
 
 
-#: Per session touched by a batch: [leaf id, entries added]; written once per batch.
-Touched = dict[str, list]
+@dataclass
+class SessionMark:
+    """A session touched by a batch: its new leaf and the entries added to it."""
+
+    leaf_id: str | None = None
+    added: int = 0
+
+
+#: The sessions a batch touched, by id; written once per batch (``_flush_sessions``).
+Touched = dict[str, SessionMark]
 
 
 def apply_event(connection: apsw.Connection, event: Event, now: float,
@@ -267,8 +276,8 @@ def _apply_entry(connection: apsw.Connection, event: Event, now: float,
     rowid = connection.last_insert_rowid()
     if text:
         connection.execute("INSERT INTO entries_fts(rowid, text) VALUES (?, ?)", (rowid, text))
-    mark = touched.setdefault(event.session_id, [None, 0])
-    mark[0], mark[1] = entry["id"], mark[1] + added
+    mark = touched.setdefault(event.session_id, SessionMark())
+    mark.leaf_id, mark.added = entry["id"], mark.added + added
 
 
 _INSERT_ENTRY = (
@@ -323,12 +332,12 @@ def _apply_forget(connection: apsw.Connection, event: Event, now: float,
 
 def _apply_leaf(connection: apsw.Connection, event: Event, now: float,
                 touched: Touched) -> None:
-    mark = touched.setdefault(event.session_id, [None, 0])
-    mark[0] = event.payload["target_id"]
+    touched.setdefault(event.session_id, SessionMark()).leaf_id = event.payload["target_id"]
 
 
 def _flush_sessions(connection: apsw.Connection, touched: Touched, now: float) -> None:
-    for session_id, (leaf_id, added) in touched.items():
+    for session_id, mark in touched.items():
+        leaf_id, added = mark.leaf_id, mark.added
         connection.execute(
             "INSERT INTO sessions(session_id, leaf_id, entry_count, updated_at)"
             " VALUES (?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
