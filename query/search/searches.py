@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import apsw
 
-from lookback.index.store import one_row
+from lookback.index.store import one_int
 from lookback.query.search.rows import COLUMNS
 from lookback.query.search.types import LITERAL_SEPARATOR, Literals, Row, Scope
 from lookback.query.text.fts_query import FtsQuery, build_phrase_query
@@ -175,4 +175,4 @@ def count_fts(connection: apsw.Connection, fts_query: str, scope: Scope) -> int:
     where, params = scope.where()
     join = " JOIN entries AS e ON e.rowid = entries_fts.rowid" if scope.needs_entries else ""
     sql = f"SELECT count(*) FROM entries_fts{join} WHERE entries_fts MATCH ? AND {where}"
-    return one_row(connection.execute(sql, [fts_query, *params]))[0]
+    return one_int(connection.execute(sql, [fts_query, *params]))

@@ -17,7 +17,7 @@ from typing import Any
 import apsw
 
 from lookback.index.memo import Memo
-from lookback.index.store import one_row
+from lookback.index.store import one_int, one_row
 from lookback.query.text.fts_query import FtsQuery, phrase_tokens, stemmed_phrase
 
 #: A query of more phrases is searched by its rarest ``SELECTIVE_PHRASES`` (see
@@ -199,9 +199,9 @@ def _capped_rows(connection: apsw.Connection, stamp: tuple[str, object] | None,
         if ascii_counted:
             return min(count, cap)
     key = None if stamp is None else (*stamp, "capped", phrase, cap)
-    rows = None if key is None else _COUNTS.get(key)
+    rows: int | None = None if key is None else _COUNTS.get(key)
     if rows is None:
-        (rows,) = one_row(connection.execute(
+        rows = one_int(connection.execute(
             "SELECT count(*) FROM (SELECT 1 FROM entries_fts WHERE entries_fts MATCH ? "
             "LIMIT ?)", (phrase, cap)))
         if key is not None:
@@ -219,7 +219,8 @@ def _row_count(connection: apsw.Connection) -> int:
     if not found or not found[0]:
         return 0
     value = 0
-    for position, byte in enumerate(found[0][:9]):  # SQLite's varint, as FTS5 writes it
+    block: bytes = found[0]
+    for position, byte in enumerate(block[:9]):  # SQLite's varint, as FTS5 writes it
         if position == 8:
             return value << 8 | byte
         value = value << 7 | byte & 0x7F
