@@ -168,7 +168,8 @@ def preserved_head(metadata: Any) -> str | None:
         return None
     segment = metadata.get("preservedSegment")
     if isinstance(segment, dict) and isinstance(segment.get("headUuid"), str):
-        return segment["headUuid"]
+        head: str = segment["headUuid"]
+        return head
     preserved = metadata.get("preservedMessages")
     if isinstance(preserved, dict):
         ids = preserved.get("allUuids") or preserved.get("uuids")

@@ -73,7 +73,7 @@ def project_info(config: ServiceConfig, client: RedisPort, project: str) -> dict
     raw = client.hget(config.projects_key, project)
     if raw is None:
         raise UnknownProject(f"no project {project!r} registered in Redis")
-    info = json.loads(raw)
+    info: dict[str, str] = json.loads(raw)
     if project_key(info["cwd"], info.get("namespace", "")) != project:
         raise UnknownProject(f"project {project!r} is registered under a different key")
     return info

@@ -61,7 +61,7 @@ def groups(processes: int, threads: int, background: bool = True,
     return found
 
 
-def start(group: Group, environ: dict[str, str]) -> subprocess.Popen:
+def start(group: Group, environ: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start the group's dramatiq master in its own session; it gets SIGTERM when we die."""
     return subprocess.Popen(group.argv(), env=group.environ(environ), start_new_session=True,
                             preexec_fn=die_with_parent())
@@ -85,7 +85,7 @@ def supervise(groups_: Sequence[Group], environ: dict[str, str]) -> int:
         registry.forget()
 
 
-def _run(children: list[subprocess.Popen]) -> int:
+def _run(children: list[subprocess.Popen[bytes]]) -> int:
     stopping = {"signal": 0}
 
     def forward(signum: int, _frame: object) -> None:
@@ -101,7 +101,7 @@ def _run(children: list[subprocess.Popen]) -> int:
             signal.signal(sig, handler)
 
 
-def _stop(children: list[subprocess.Popen], signum: int, grace: float = 30.0) -> int:
+def _stop(children: list[subprocess.Popen[bytes]], signum: int, grace: float = 30.0) -> int:
     for child in children:
         if child.poll() is None:
             os.kill(child.pid, signum)  # dramatiq's master stops its workers cleanly
