@@ -197,7 +197,8 @@ def read_weights(path: Path) -> E5Weights:
         return np.frombuffer(raw, "<f4", rows * columns).reshape(rows, columns).copy()
 
     def vector(name: str, length: int) -> np.ndarray:
-        return tensor(name, 1, length)[0]
+        row: np.ndarray = tensor(name, 1, length)[0]
+        return row
 
     kind, start, size = directory["emb.word"]
     if kind != 1:

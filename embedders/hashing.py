@@ -81,7 +81,8 @@ def _fmix32(hashes: np.ndarray) -> np.ndarray:
     hashes = hashes * np.uint32(0x85EBCA6B)
     hashes = hashes ^ (hashes >> np.uint32(13))
     hashes = hashes * np.uint32(0xC2B2AE35)
-    return hashes ^ (hashes >> np.uint32(16))
+    mixed: np.ndarray = hashes ^ (hashes >> np.uint32(16))
+    return mixed
 
 
 def _word_hashes(words: list[str]) -> tuple[np.ndarray, np.ndarray]:

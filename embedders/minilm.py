@@ -71,12 +71,13 @@ def _erf(x: np.ndarray) -> np.ndarray:
     np.exp(a, out=a)
     poly *= a
     np.subtract(1.0, poly, out=poly)
-    return np.copysign(poly, x, out=poly)
+    signed: np.ndarray = np.copysign(poly, x, out=poly)
+    return signed
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
     """BERT's exact GELU, ``x * Phi(x)``, computed in place of ``x``'s copy."""
-    result = _erf(x * np.float32(0.7071067811865476))
+    result: np.ndarray = _erf(x * np.float32(0.7071067811865476))
     result += 1.0
     result *= x
     result *= 0.5
@@ -87,7 +88,8 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
     mean = x.mean(axis=-1, keepdims=True)
     centered = x - mean
     variance = (centered * centered).mean(axis=-1, keepdims=True)
-    return centered / np.sqrt(variance + np.float32(eps)) * weight + bias
+    normed: np.ndarray = centered / np.sqrt(variance + np.float32(eps)) * weight + bias
+    return normed
 
 
 def _softmax_last(x: np.ndarray) -> np.ndarray:
@@ -215,7 +217,8 @@ class MiniLMEmbedder(EmbeddingPort):
             hidden = self._encoder_layer(layer, hidden, attention_bias)
 
         summed = (hidden * mask[:, :, None]).sum(axis=1)
-        return summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+        pooled: np.ndarray = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+        return pooled
 
     def _encoder_layer(
         self, layer: _Layer, hidden: np.ndarray, attention_bias: np.ndarray

@@ -187,7 +187,9 @@ class OnnxEmbedder(EmbeddingPort):
         ids, mask = pad_token_ids(token_ids, np.int32, ids_dtype=np.int32)
         hidden = self._session.run(["last_hidden_state"], self._encoder_inputs(ids, mask))[0]
         weights = mask[:, :, None].astype(np.float32)
-        return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        pooled: np.ndarray = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1),
+                                                                          1e-9)
+        return pooled
 
 
 def minilm_onnx() -> OnnxEmbedder:
