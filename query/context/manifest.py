@@ -30,6 +30,7 @@ import apsw
 
 from lookback.index.layout import make_home
 from lookback.index.store import all_rows
+from lookback.query.contract.messages import JsonObject
 from lookback.settings import DEFAULTS
 
 MANIFEST_DIR = "manifests"
@@ -73,7 +74,7 @@ def _numbers_only(values: Any) -> dict[str, Any]:
     return kept
 
 
-def source_id(item: dict) -> str:
+def source_id(item: JsonObject) -> str:
     """The canonical source id of an evidence item: ``session_id:entry_id``."""
     return f"{item.get('session_id')}:{item.get('entry_id')}"
 
@@ -81,7 +82,7 @@ def source_id(item: dict) -> str:
 _QUOTED = re.compile(r"\s*(`[^`]*`|\"[^\"]*\"|'[^']*')")
 
 
-def _reason(item: dict) -> str | None:
+def _reason(item: JsonObject) -> str | None:
     """The ranking reasons with their quoted terms removed ("exact identifier +100")."""
     reasons = item.get("reasons", item.get("reason"))
     if reasons is None:
@@ -91,7 +92,7 @@ def _reason(item: dict) -> str | None:
     return ", ".join(_QUOTED.sub("", str(r)) for r in reasons)
 
 
-def _item(item: dict) -> dict[str, Any]:
+def _item(item: JsonObject) -> dict[str, Any]:
     return {
         "source": source_id(item),
         "entry_id": item.get("entry_id"),
@@ -106,7 +107,7 @@ def _item(item: dict) -> dict[str, Any]:
     }
 
 
-def _excluded(item: dict, stage: str) -> dict[str, Any]:
+def _excluded(item: JsonObject, stage: str) -> dict[str, Any]:
     return {
         "source": item.get("source") or source_id(item),
         "entry_id": item.get("entry_id"),
@@ -117,8 +118,9 @@ def _excluded(item: dict, stage: str) -> dict[str, Any]:
     }
 
 
-def retrieval_record(response: dict, *, session_id: str, project: str | None,
-                     leaf_id: str | None, latency_ms: float, cached: bool = False) -> dict:
+def retrieval_record(response: JsonObject, *, session_id: str, project: str | None,
+                     leaf_id: str | None, latency_ms: float, cached: bool = False
+                     ) -> JsonObject:
     """The manifest record of one retrieval response (no text: whitelisted fields only)."""
     evidence = [e for e in response.get("evidence") or [] if isinstance(e, dict)]
     excluded = [e for e in response.get("excluded") or [] if isinstance(e, dict)]
@@ -144,7 +146,7 @@ def retrieval_record(response: dict, *, session_id: str, project: str | None,
     }
 
 
-def apply_plan(record: dict, plan_result: dict) -> dict:
+def apply_plan(record: JsonObject, plan_result: JsonObject) -> JsonObject:
     """``record`` with the planner's decisions folded in (a new dict; text-free)."""
     record = json.loads(json.dumps(record))
     excluded = {e.get("source"): e for e in plan_result.get("excluded") or []
@@ -166,7 +168,7 @@ def apply_plan(record: dict, plan_result: dict) -> dict:
     return record
 
 
-def plan_record(plan_result: dict, *, session_id: str, project: str | None) -> dict:
+def plan_record(plan_result: JsonObject, *, session_id: str, project: str | None) -> JsonObject:
     """A record for a planner call with no retrieval record to attach to."""
     base = {"kind": "plan", "at": time.time(), "session_id": session_id, "project": project,
             "status": "planned", "items": [], "retrievedEventIds": [], "excluded": [],
@@ -207,7 +209,7 @@ class ManifestStore:
         self._connection = connection
         return connection
 
-    def add(self, record: dict) -> None:
+    def add(self, record: JsonObject) -> None:
         """Store ``record`` and drop the session's records beyond the latest ``keep``."""
         with self._lock:
             connection = self._open()
@@ -233,7 +235,8 @@ class ManifestStore:
                 if len(self._since_prune) > 10_000:  # bounded; a reset only delays pruning
                     self._since_prune.clear()
 
-    def record_plan(self, session_id: str, project: str | None, plan_result: dict) -> None:
+    def record_plan(self, session_id: str, project: str | None,
+                    plan_result: JsonObject) -> None:
         """Fold a planner answer into the session's latest retrieval record (or add one)."""
         with self._lock:
             connection = self._open()
@@ -250,7 +253,8 @@ class ManifestStore:
                     return
         self.add(plan_record(plan_result, session_id=session_id, project=project))
 
-    def entries(self, session_id: str, projects: Collection[str] | None = None) -> list[dict]:
+    def entries(self, session_id: str, projects: Collection[str] | None = None
+                ) -> list[JsonObject]:
         """The session's latest ``keep`` records, oldest first (the latest is last); with
         ``projects``, only records of those projects."""
         where, values = "session_id = ?", [session_id]

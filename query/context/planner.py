@@ -49,6 +49,7 @@ from lookback.query.contract.answers import (
 from lookback.query.contract.messages import (
     EVIDENCE_FOOTER,
     EVIDENCE_HEADER,
+    JsonObject,
     estimate_message_tokens,
     is_evidence_message,
     is_summary_message,
@@ -146,7 +147,7 @@ def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _fit(messages: list[dict], evidence: Any, tokens: dict[str, Any]) -> PlanAnswer:
+def _fit(messages: list[JsonObject], evidence: Any, tokens: dict[str, Any]) -> PlanAnswer:
     hard_limit = tokens["hard_limit"]
     if hard_limit is not None and tokens["mandatory"] > hard_limit:
         raise _Fallback("mandatory context exceeds the hard limit")
@@ -167,7 +168,7 @@ def _fit(messages: list[dict], evidence: Any, tokens: dict[str, Any]) -> PlanAns
     return _result(decision, included, excluded, tokens, evidence_tokens=used)
 
 
-def latest_request_index(messages: list[dict]) -> int | None:
+def latest_request_index(messages: list[JsonObject]) -> int | None:
     """Index of the last message described as a real user request."""
     for index in range(len(messages) - 1, -1, -1):
         if messages[index]["kind"] == "user":
@@ -187,14 +188,14 @@ def _evidence_problem(item: Any) -> str | None:
 
 
 def _select(
-    evidence: list[dict], tokens: dict[str, Any]
-) -> tuple[list[tuple[dict, int]], list[PlanExcluded], int]:
+    evidence: list[JsonObject], tokens: dict[str, Any]
+) -> tuple[list[tuple[JsonObject, int]], list[PlanExcluded], int]:
     """Take ranked items while they fit; exclude the first misfit and all after it."""
     rooms = {"retrieval budget full": tokens["retrieval_budget"]}
     for key, reason in (("input_target", "input target full"), ("hard_limit", "hard limit")):
         if tokens[key] is not None:
             rooms[reason] = max(0, tokens[key] - tokens["mandatory"])
-    chosen: list[tuple[dict, int]] = []
+    chosen: list[tuple[JsonObject, int]] = []
     excluded: list[PlanExcluded] = []
     seen: set[str] = set()
     used = 0
@@ -225,7 +226,7 @@ def _source(item: Any) -> str:
     return f"{item.get('session_id', '?')}:{item.get('entry_id', '?')}"
 
 
-def _included_record(item: dict, cost: int) -> Included:
+def _included_record(item: JsonObject, cost: int) -> Included:
     return Included(
         source=_source(item),
         entry_id=item["entry_id"],
@@ -300,7 +301,7 @@ def _reference(item: Evidence) -> dict[str, Any]:
             "score": item.score, "tier": item.tier, "group_id": item.group_id}
 
 
-def decide_request(request: PlanRequest, evidence: list[dict] | None = None) -> PlanAnswer:
+def decide_request(request: PlanRequest, evidence: list[JsonObject] | None = None) -> PlanAnswer:
     """``decide`` for a validated plan request (``/v1/plan``; ``evidence``: the items to
     plan instead of the request's own)."""
     return decide(request.messages, request.evidence if evidence is None else evidence,
@@ -313,7 +314,7 @@ def decide_request(request: PlanRequest, evidence: list[dict] | None = None) -> 
 # The client side: describing messages, applying a decision
 
 
-def message_kind(message: dict) -> str:
+def message_kind(message: JsonObject) -> str:
     """The kind ``decide`` is told for one of Pi's ``AgentMessage``s."""
     if is_evidence_message(message):
         return "evidence"
@@ -325,12 +326,13 @@ def message_kind(message: dict) -> str:
     return role if role in ("assistant", "toolResult") else "other"
 
 
-def describe(messages: list[dict]) -> list[dict]:
+def describe(messages: list[JsonObject]) -> list[JsonObject]:
     """Kinds and token estimates: all ``decide`` needs to know of the conversation."""
     return [{"kind": message_kind(m), "tokens": estimate_message_tokens(m)} for m in messages]
 
 
-def apply_decision(messages: list[dict], evidence: list[dict], decision: Any) -> list[dict]:
+def apply_decision(messages: list[JsonObject], evidence: list[JsonObject], decision: Any
+                   ) -> list[JsonObject]:
     """``messages`` with the decided evidence messages inserted, or ``messages`` itself
     when the decision is anything but evidence of ``evidence``, each once, placed
     immediately before the latest real user message. ``decision``: as JSON gives it
@@ -362,13 +364,13 @@ def _is_envelope(message: Any) -> TypeGuard[dict[str, Any]]:
 
 
 def plan(
-    messages: list[dict],
-    evidence: list[dict],
+    messages: list[JsonObject],
+    evidence: list[JsonObject],
     *,
     max_retrieved_history_tokens: int,
     input_target_tokens: int | None = None,
     hard_limit_tokens: int | None = None,
-) -> dict:
+) -> JsonObject:
     """The final message list with as much ranked evidence as fits, for a caller that
     holds whole messages: ``{"messages", "included", "excluded", "tokens",
     "fallback"}``. Neither input is modified."""

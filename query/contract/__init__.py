@@ -15,6 +15,7 @@ from lookback.query import lazy_exports
 
 #: Public name -> the module of this package that defines it.
 _EXPORTS = {
+    "JsonObject": "messages",
     "RequestError": "request",
     "RetrievalRequest": "request",
     "parse_request": "request",

@@ -43,6 +43,9 @@ IMAGE_TOKENS = 1200
 #: Per-message framing (role markers, separators) every provider adds.
 MESSAGE_OVERHEAD_TOKENS = 4
 
+#: A decoded JSON object: an agent's message, an evidence item, a manifest record.
+JsonObject = dict[str, Any]
+
 
 def _block_texts(content: Any) -> list[str]:
     """The text blocks of a Pi content value (a string or a list of blocks)."""
@@ -59,7 +62,7 @@ def _block_texts(content: Any) -> list[str]:
     ]
 
 
-def message_text(message: dict) -> str:
+def message_text(message: JsonObject) -> str:
     """The text of a Pi ``AgentMessage``; images, thinking and tool-call blocks are skipped.
 
     ``content`` may be a string or a list of blocks; text blocks are joined with a
@@ -78,7 +81,7 @@ def message_text(message: dict) -> str:
     return "\n".join(_block_texts(message.get("content")))
 
 
-def is_evidence_message(message: dict) -> bool:
+def is_evidence_message(message: JsonObject) -> bool:
     """True for a user message whose text starts with this project's evidence header."""
     return (
         isinstance(message, dict)
@@ -87,7 +90,7 @@ def is_evidence_message(message: dict) -> bool:
     )
 
 
-def is_summary_message(message: dict) -> bool:
+def is_summary_message(message: JsonObject) -> bool:
     """True for Pi's compaction/branch summaries, as their own role or as user text."""
     if not isinstance(message, dict):
         return False
@@ -99,7 +102,7 @@ def is_summary_message(message: dict) -> bool:
     return text.startswith(COMPACTION_SUMMARY_PREFIX) or text.startswith(BRANCH_SUMMARY_PREFIX)
 
 
-def latest_real_user_message(messages: list[dict]) -> tuple[int, str] | None:
+def latest_real_user_message(messages: list[JsonObject]) -> tuple[int, str] | None:
     """Index and text of the last ``user`` message the user actually wrote, else None.
 
     Evidence envelopes this project inserted and summaries Pi rendered as user text are
@@ -117,7 +120,7 @@ def latest_real_user_message(messages: list[dict]) -> tuple[int, str] | None:
     return None
 
 
-def estimate_message_tokens(message: dict) -> int:
+def estimate_message_tokens(message: JsonObject) -> int:
     """Estimated tokens ``message`` costs in a request.
 
     Counts its text, tool-call names and arguments, a fixed cost per image and a small

@@ -330,7 +330,7 @@ def _plan_request(data: dict[str, Any], messages: list[dict[str, Any]] | None,
                        max_retrieved_history_tokens=budget, **limits)
 
 
-def _typed_list(data: dict[str, Any], key: str, kind: type, problem: str) -> list | None:
+def _typed_list(data: dict[str, Any], key: str, kind: type, problem: str) -> list[Any] | None:
     """``data[key]``: None when absent or null, else a list of ``kind`` items (a bool is
     not an int), or RequestError(problem)."""
     value = data.get(key)

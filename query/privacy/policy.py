@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 
 from lookback.errors import SettingsError
-from lookback.query.contract.messages import message_text
+from lookback.query.contract.messages import JsonObject, message_text
 from lookback.query.privacy.secrets import PRIVATE_KEY, find_secrets
 from lookback.settings import Privacy, Settings
 
@@ -266,8 +266,8 @@ class PrivacyPolicy:
                        f"allowed for provider {provider or '(unnamed)'} "
                        f"({', '.join(result.reasons)})")
 
-    def apply(self, evidence: list[dict], provider: str | None,
-              sources: list[str | None] | None = None) -> tuple[list[dict], list[dict]]:
+    def apply(self, evidence: list[JsonObject], provider: str | None,
+              sources: list[str | None] | None = None) -> tuple[list[JsonObject], list[JsonObject]]:
         """``gate`` over a list: split ``evidence`` into what ``provider`` may see and what
         it may not.
 
@@ -278,8 +278,8 @@ class PrivacyPolicy:
         (its label). Excluded records are ``{"source", "entry_id", "session_id",
         "classification", "reason"}``.
         """
-        allowed: list[dict] = []
-        excluded: list[dict] = []
+        allowed: list[JsonObject] = []
+        excluded: list[JsonObject] = []
         for position, item in enumerate(evidence):
             problem = _malformed(item)
             if problem:
@@ -352,7 +352,7 @@ def _malformed(item: Any) -> str | None:
     return None
 
 
-def excluded_record(item: Any, classification: str, reason: str) -> dict:
+def excluded_record(item: Any, classification: str, reason: str) -> JsonObject:
     """What ``excluded`` lists of a withheld source: its ids, classification and the
     reason — never its text."""
     entry_id = item.get("entry_id") if isinstance(item, dict) else None

@@ -64,6 +64,14 @@ LITERAL_POOL, FTS_POOL = 24, 48
 #: (``information``; the confidence floor's input).
 LITERAL_WEIGHT = 2.0
 
+#: A candidate's share of the message's information, its rarest topic's weight, and
+#: the topics it matches (``coverage``).
+Coverage = tuple[float, float, frozenset[tuple[str, ...]]]
+
+#: A candidate's tier and the score parts that depend only on its matches
+#: (``ranking.topic_parts``).
+TopicParts = tuple[str, list[tuple[str, float]]]
+
 
 @functools.lru_cache(maxsize=1024)
 def searched_of(message: str) -> Searched:
@@ -151,7 +159,7 @@ def information(searched: Searched, rarity: Mapping[Term, float] | None
 
 
 def coverage(matches: Sequence[Match], topics: Mapping[tuple[str, ...], float]
-             ) -> tuple[float, float, frozenset[tuple[str, ...]]]:
+             ) -> Coverage:
     """How much of the message's information ``matches`` carry: the share of its
     topics' weight they match, their rarest topic's weight, and the topics matched."""
     keys = frozenset(topic_key(match.term) for match in matches)
@@ -201,7 +209,7 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
     rejected_branch = len(rows) - len(on_scope)  # defensive: SQL already filtered
     unverified = 0
     # Many rows share their bits, so their matches and topic parts are computed once.
-    seen: dict[tuple[int, int, bool], tuple[list[Match], tuple | None, tuple]] = {}
+    seen: dict[tuple[int, int, bool], tuple[list[Match], TopicParts | None, Coverage]] = {}
     topics = []
     message = information(searched, rarity)
     matched: dict[int, frozenset[tuple[str, ...]]] = {}

@@ -231,7 +231,7 @@ def row_parts(row: Row) -> list[tuple[str, float]]:
     return parts
 
 
-def sort_key(item: Ranked) -> tuple:
+def sort_key(item: Ranked) -> tuple[int, float, int, str, str]:
     row = item.row
     return (TIERS.index(item.tier), -item.score, -(row.ts_ms or 0), row.session_id, row.entry_id)
 

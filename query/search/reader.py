@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 
@@ -38,6 +39,8 @@ from lookback.query.search.pool import (
 BRANCH_CACHE_SIZE = 64
 HEADER_CACHE_SIZE = 1024
 PROJECT_DIR_CACHE_SIZE = 4096
+
+_T = TypeVar("_T")
 
 
 #: Most bytes a session's first line may take when it is read to name the session: the
@@ -85,7 +88,8 @@ def _latest_session(connection: apsw.Connection) -> str:
                              " updated_at DESC, rowid DESC LIMIT 1").fetchone()
     if row is None:
         raise NotIndexed("the project has no indexed session")
-    return row[0]
+    session_id: str = row[0]
+    return session_id
 
 
 class IndexReader:
@@ -147,7 +151,7 @@ class IndexReader:
             self._headers.put(key, found)
         return found
 
-    def _out_of_files_retry(self, call):  # type: ignore[no-untyped-def]
+    def _out_of_files_retry(self, call: Callable[[], _T]) -> _T:
         """``call()``; when the process is out of file descriptors, close the idle
         connections and try once more, then report the index unavailable (never
         "not indexed": the project may well be indexed)."""

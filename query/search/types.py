@@ -55,7 +55,7 @@ class Scope:
 
     rowids: frozenset[int] | None = None  # None: not restricted to a rowid set
     session_id: str | None = None  # with rowids None: the whole session
-    _sql: list = field(default_factory=list, compare=False, repr=False)
+    _sql: list[tuple[str, list[object]]] = field(default_factory=list, compare=False, repr=False)
 
     @classmethod
     def of_rows(cls, rowids: Iterable[int]) -> Scope:

@@ -258,10 +258,10 @@ def _fuse_other(
     )
 
 
-def _lexical_order(candidate: Candidate) -> tuple:
+def _lexical_order(candidate: Candidate) -> tuple[float, float, CandidateKey]:
     return (-candidate.score, -candidate.timestamp, candidate.key)
 
 
-def _fused_order(candidate: FusedCandidate) -> tuple:
+def _fused_order(candidate: FusedCandidate) -> tuple[float, float, CandidateKey]:
     newest_first = -candidate.timestamp if candidate.timestamp is not None else math.inf
     return (-candidate.fused, newest_first, candidate.key)

@@ -147,7 +147,7 @@ def session_vectors(connection: apsw.Connection, index_file: str, session_id: st
         raise SemanticFallback("this index has no embeddings yet")
     seq = read_meta(connection, EMBEDDINGS_SEQ_META) or "0"
     key = ("semantic-vectors", index_file, session_id, stamp, seq)
-    found = cache.get(key)
+    found: SessionVectors | None = cache.get(key)
     if found is None:
         found = _load(connection, session_id, stamp)
         cache.put(key, found)
@@ -261,7 +261,7 @@ def _query_vector(embedder: EmbeddingPort, text: str, counts: dict[str, Any]) ->
 
 @lru_cache(maxsize=QUERY_MEMO)
 def _embed_query(embedder: EmbeddingPort, text: str) -> np.ndarray:
-    vector = embedder.embed_queries([text])[0]
+    vector: np.ndarray = embedder.embed_queries([text])[0]
     vector.setflags(write=False)  # shared by every call that asks the same
     return vector
 
@@ -283,7 +283,7 @@ class ScopedVectors:
 def _scoped(vectors: SessionVectors, scope: Scope, cache: Any, index_file: str) -> ScopedVectors:
     """The scope's rows of ``vectors``, cached per session matrix and scope."""
     key = ("semantic-scope", index_file, id(vectors), scope)
-    found = cache.get(key)
+    found: ScopedVectors | None = cache.get(key)
     if found is None:
         if scope.rowids is None:
             allowed = vectors.embeddable

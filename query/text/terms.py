@@ -479,7 +479,8 @@ def _word(match: regex.Match[str]) -> list[tuple[str, str]]:
 #: at least one for the pattern to match at all (None: no such cheap test). The test
 #: is ``in`` (C speed); blanking only removes characters, so a pass skipped because
 #: its substrings are gone could not have matched.
-_PASSES: tuple[tuple[_Spans, Callable, tuple[str, ...] | None], ...] = (
+_Recorder = Callable[[regex.Match[str]], list[tuple[str, str]] | None]
+_PASSES: tuple[tuple[_Spans, _Recorder, tuple[str, ...] | None], ...] = (
     (_BACKTICKED, _backticked, ("`",)),
     (_QUOTED, _quoted, ('"', "“", "„", "«", "‹", "「", "『", "‘", "'")),
     (_URL, _url, ("://",)),
