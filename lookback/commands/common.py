@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from lookback.index.layout import ProjectDir
 
 
-def add_command(subparsers: argparse._SubParsersAction, name: str,
+def add_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
                 handler: Callable[[argparse.Namespace], int], summary: str,
                 description: str | None = None) -> argparse.ArgumentParser:
     """The subcommand ``name``, run by ``handler(args)``: ``summary`` is its line in

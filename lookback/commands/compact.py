@@ -20,7 +20,7 @@ change; a reindex afterwards gives the same entries. With --keep-log only the fi
 compacted. Costs: docs/data-controls.md."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "compact", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--project", help="only this project (folder name or cwd)")
     parser.add_argument("--keep-log", action="store_true",

@@ -26,7 +26,7 @@ folder of your $fpath as `_lookback`, fish `lookback completion fish >
 ~/.config/fish/completions/lookback.fish`."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "completion", run, SUMMARY, DESCRIPTION)
     parser.add_argument("shell", choices=SHELLS, help="the shell to complete in")
 

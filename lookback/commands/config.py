@@ -15,7 +15,7 @@ a LOOKBACK_* variable or the command line (--home). The settings file is $LOOKBA
 Linux)."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "config", run, SUMMARY, DESCRIPTION)
     add_json(parser, "the file and each setting's value and origin")
 

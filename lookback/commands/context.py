@@ -35,7 +35,7 @@ SUMMARY = "show what retrieval put into (or kept out of) the model's context"
 DESCRIPTION = """Render the Context Manifest that `lookback serve` records per retrieval."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "context", run, SUMMARY, DESCRIPTION)
     parser.add_argument("view", choices=VIEWS, help="what to show")
     parser.add_argument("scope", nargs="?", choices=("all",),
@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _session_id(args: argparse.Namespace, store: ManifestStore) -> str | None:
     if args.session_id:
-        return args.session_id
+        session_id: str = args.session_id
+        return session_id
     if args.session_file:
         try:
             return peek_header(args.session_file)[0]
@@ -86,8 +87,8 @@ def _session_id(args: argparse.Namespace, store: ManifestStore) -> str | None:
     return store.latest_session()
 
 
-def _with_excerpts(settings: Settings, record: dict, policy: PrivacyPolicy,
-                   provider: str | None) -> dict:
+def _with_excerpts(settings: Settings, record: dict[str, Any], policy: PrivacyPolicy,
+                   provider: str | None) -> dict[str, Any]:
     """A copy of ``record`` whose items carry their excerpt, read from the local index.
 
     A row the gate does not admit for ``provider`` keeps its excerpt ``None`` and says
@@ -141,7 +142,7 @@ def _shorten(text: str) -> str:
 # Rendering
 
 
-def render(view: str, records: list[dict], session_id: str) -> list[str]:
+def render(view: str, records: list[dict[str, Any]], session_id: str) -> list[str]:
     """Text lines for ``view`` over ``records`` (oldest first)."""
     if view == "excluded":
         rows = [e for record in records for e in record.get("excluded", [])]
@@ -176,7 +177,7 @@ def render(view: str, records: list[dict], session_id: str) -> list[str]:
     return lines
 
 
-def _headline(record: dict, session_id: str) -> str:
+def _headline(record: dict[str, Any], session_id: str) -> str:
     when = datetime.datetime.fromtimestamp(record.get("at", 0)).isoformat(timespec="seconds")
     excluded = len(record.get("excluded", []))
     return (f"{when}  session {session_id}  status={record.get('status')}  "
@@ -185,7 +186,7 @@ def _headline(record: dict, session_id: str) -> str:
             + ("  (cached)" if record.get("cached") else ""))
 
 
-def _counts(record: dict) -> list[str]:
+def _counts(record: dict[str, Any]) -> list[str]:
     diagnostics = record.get("diagnostics", {})
     keys = ("candidates", "in_context_removed", "deduplicated", "alternate_branch_candidates",
             "tokens_used", "latency_ms")
@@ -200,7 +201,7 @@ def _counts(record: dict) -> list[str]:
     return lines
 
 
-def _table(rows: list[dict], columns: tuple[str, ...]) -> list[str]:
+def _table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[str]:
     if not rows:
         return ["  (none)"]
     cells = [[_cell(row.get(c)) for c in columns] for row in rows]

@@ -13,7 +13,7 @@ indexed and fresh, the Pi package and the Claude Code hook are installed, MCP is
 index is damaged. Exit 1 when something is wrong; each problem names the command that fixes it."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "doctor", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="print JSON")
 

@@ -32,7 +32,7 @@ first: it prints the counts only. Nothing of the text or the pattern is logged."
 log = logging.getLogger("lookback.forget")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "forget", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--session-file", help="the session file (names project and session)")
     parser.add_argument("--project", help="project folder name or cwd")

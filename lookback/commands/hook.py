@@ -23,7 +23,7 @@ stdin, ask the reader (lookback serve), print the evidence as additionalContext.
 any problem it prints nothing."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "hook", run, SUMMARY, DESCRIPTION)
     parser.add_argument("agent", choices=["claude-code", "codex"])
 

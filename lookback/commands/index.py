@@ -29,7 +29,7 @@ folder or file that cannot be read is skipped and named, the rest is indexed, an
 exits 1 at the end. On a terminal a progress bar shows bytes read, rate and time left."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "index", run, SUMMARY, DESCRIPTION)
     parser.add_argument("paths", nargs="*", type=Path,
                         help="session files or folders (default: Pi's, Claude Code's and "
@@ -121,7 +121,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _follow(sizes: list[int], progress: Progress) -> dict[str, Callable]:
+def _follow(sizes: list[int], progress: Progress) -> dict[str, Callable[..., None]]:
     """``ingest_files``' callbacks that move ``progress`` by bytes: batch by batch inside a
     file (one large session is followed as it is read), to its end once it is done.
     ``sizes``: each file's size, in the order ``ingest_files`` reads them, as the bar's

@@ -60,7 +60,7 @@ use. --print shows every change without making it; `lookback uninstall AGENT` re
 wrote."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "install", run, SUMMARY, DESCRIPTION)
     add_arguments(parser)
 

@@ -20,7 +20,7 @@ stdio (the client starts it) or streamable HTTP at /mcp behind the reader's toke
 Needs the MCP SDK (the mcp extra; lookback mcp names the command that installs it)."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "mcp", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--http", action="store_true",
                         help="serve streamable HTTP instead of stdio")

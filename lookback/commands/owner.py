@@ -26,7 +26,7 @@ Redis by the first worker that applies it). To move a project: `lookback owner P
 `lookback owner P --take` there."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "owner", run, SUMMARY, DESCRIPTION)
     parser.add_argument("project", help="the project's cwd or its folder name")
     action = parser.add_mutually_exclusive_group()

@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from lookback.commands.common import add_command, add_json, json_text, load, named_project
 from lookback.errors import LookbackError, UserError
@@ -31,7 +32,7 @@ index and rebuild the damaged ones: from the event log when it still reads, else
 session files."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "reindex", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--project", help="only this project (folder name or cwd)")
     parser.add_argument("--queue", action="store_true",
@@ -84,7 +85,7 @@ def _say(text: str, as_json: bool) -> None:
         print(text, flush=True)
 
 
-def _rebuild(project: ProjectDir, quiet: bool, as_json: bool) -> dict:
+def _rebuild(project: ProjectDir, quiet: bool, as_json: bool) -> dict[str, Any]:
     with Progress(None, what=project.name, unit="events", quiet=quiet) as progress:
         report = rebuild(project, progress=progress.count)
     _say(f"rebuilt {report.project}: {report.events:,} events replayed into "
@@ -105,7 +106,7 @@ def _explain(project: ProjectDir, error: LookbackError) -> str:
 
 
 def _repair(project: ProjectDir, settings: Settings, paths: list[Path],
-            as_json: bool) -> dict:
+            as_json: bool) -> dict[str, Any]:
     guard = exclusive(project)
     try:
         problem = check(project, thorough=True)
@@ -131,7 +132,7 @@ def _repair(project: ProjectDir, settings: Settings, paths: list[Path],
 
 
 def _repair_from_sessions(project: ProjectDir, settings: Settings, paths: list[Path],
-                          as_json: bool) -> dict:
+                          as_json: bool) -> dict[str, Any]:
     roots = paths or [root for root in default_roots(settings) if root.is_dir()]
     files = _project_files(project, settings, roots)
     if not paths:  # and every file indexed into it, wherever it lies (paths.sqlite)

@@ -23,7 +23,7 @@ stdin and print the response as JSON: always JSON, since the request is (--json 
 and changes nothing). A bad request prints an error object and exits 2."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "retrieve", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="the output is JSON anyway")
     parser.add_argument("--pretty", action="store_true",

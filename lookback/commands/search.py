@@ -25,7 +25,7 @@ retrieval; the scope is explicit (default: the current branch of the session nam
 indexed). `lookback show ENTRY` reads a result whole."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "search", run, SUMMARY, DESCRIPTION)
     parser.add_argument("text", help="what to look for")
     add_session_flags(parser)

@@ -17,7 +17,7 @@ GET /v1/health, /v1/manifest. Listens on your private Unix socket (`lookback ser
 says where); TCP (--host/--port) needs server.tokens."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "serve", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--host", help="serve TCP on this address instead of the Unix socket "
                         "(needs server.tokens; default: server.host, none)")

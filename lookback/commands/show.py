@@ -33,7 +33,7 @@ default: an unnamed remote provider, the strictest). The session is --session-fi
 --session-id: the session that holds ENTRY."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "show", run, SUMMARY, DESCRIPTION)
     parser.add_argument("entry", metavar="ENTRY", help="the entry's id (a search result's)")
     add_session_flags(parser)

@@ -15,7 +15,7 @@ from lookback.index.status import project_status
 from lookback.ingest.entries import MAX_TEXT_CHARS
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "status", run, "show each project's index")
     parser.add_argument("--project", help="only this project (folder name or cwd)")
     parser.add_argument("--json", action="store_true", help="print JSON")

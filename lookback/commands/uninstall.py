@@ -36,7 +36,7 @@ config.toml. Other settings are left as they are. --print shows every change wit
 it."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "uninstall", run, SUMMARY, DESCRIPTION)
     add_arguments(parser)
 

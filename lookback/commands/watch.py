@@ -32,7 +32,7 @@ LOOKBACK_REDIS_URL set the events go to Redis for `lookback worker`; a restarted
 where Redis says it stopped."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "watch", run, SUMMARY, DESCRIPTION)
     parser.add_argument("paths", nargs="*", type=Path, help="folders or files to watch")
     parser.add_argument("--poll", type=float, metavar="SECONDS",

@@ -15,7 +15,7 @@ lookback-index) and one for background rebuilds (queue lookback-background). Nee
 LOOKBACK_REDIS_URL."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(subparsers, "worker", run, SUMMARY, DESCRIPTION)
     parser.add_argument("--processes", type=int, help="index worker processes "
                         "(default: workers.processes, 1)")
