@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 if __package__:
     from lookback import hook_client
@@ -52,7 +53,7 @@ MAX_CONTEXT_TOKENS = MAX_CONTEXT_UNITS // 4
 
 
 def retrieve_request(hook_input: object, provider: str,
-                     max_tokens: int = MAX_CONTEXT_TOKENS) -> dict:
+                     max_tokens: int = MAX_CONTEXT_TOKENS) -> dict[str, Any]:
     """The retrieve body for one hook input; HookSkipped when it is not a usable prompt."""
     prompt, transcript = hook_client.prompt_and_transcript(hook_input, EVENT)
     return {"session_file": transcript, "message": prompt, "provider": provider,

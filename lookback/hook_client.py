@@ -100,7 +100,7 @@ def prompt_and_transcript(hook_input: object, event: str) -> tuple[str, str]:
     return prompt, transcript
 
 
-def post_json(url: str, path: str, body: dict, *, deadline: float,
+def post_json(url: str, path: str, body: dict[str, object], *, deadline: float,
               token: str | None = None, home: str = "") -> object:
     """POST ``body`` as JSON and parse the JSON answer, all before ``deadline``
     (``time.monotonic()``): to the TCP reader ``url``, or (no ``url``) to this user's

@@ -71,7 +71,7 @@ MAX_NEIGHBOURS, DEFAULT_NEIGHBOURS = 10, 2
 STATUS_SESSIONS = 3
 
 
-Answer = TypeVar("Answer", SearchAnswer, SourceAnswer, dict)
+Answer = TypeVar("Answer", SearchAnswer, SourceAnswer, dict[str, Any])
 
 
 class ToolRefused(UserError):
@@ -202,7 +202,7 @@ class HistoryTools:
             names["project"] = self.default_project
         return names
 
-    def _call(self, method: str, path: str, authorization: str | None, body: dict | None,
+    def _call(self, method: str, path: str, authorization: str | None, body: dict[str, Any] | None,
               provider: str | None, kind: type[Answer]) -> Answer:
         """The endpoint's answer decoded once, into ``kind`` (the contract's struct)."""
         if body is not None:
@@ -212,8 +212,10 @@ class HistoryTools:
         status, payload, _ = self.app.handle(method, path, authorization, raw)
         if status == 200:
             if isinstance(payload, bytes | bytearray):
-                return msgspec.json.decode(payload, type=kind)
-            return msgspec.convert(payload, kind)
+                decoded: Answer = msgspec.json.decode(payload, type=kind)
+                return decoded
+            converted: Answer = msgspec.convert(payload, kind)
+            return converted
         answer = orjson.loads(payload) if isinstance(payload, bytes | bytearray) else payload
         error = (answer or {}).get("error") if isinstance(answer, dict) else None
         code = error.get("code") if isinstance(error, dict) else None
@@ -287,7 +289,7 @@ class GuardedApp:
         allowed = reader_app.settings.server.allowed_hosts
         self.guard = Guard(allowed, check_host=not self.grants.required)
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") == "http":
             headers = {name.decode("latin-1").lower(): value.decode("latin-1")
                        for name, value in scope.get("headers") or []}

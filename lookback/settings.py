@@ -54,7 +54,8 @@ class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
     def as_dict(self) -> dict[str, Any]:
         """The section as plain values (lists, dicts), for code that takes a mapping."""
-        return msgspec.to_builtins(self)
+        values: dict[str, Any] = msgspec.to_builtins(self)
+        return values
 
 
 class Retrieval(Section, frozen=True):

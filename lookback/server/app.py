@@ -299,7 +299,7 @@ class ReaderApp:
 
     # -- endpoints ----------------------------------------------------------------------
 
-    def retrieve(self, body: dict, grant: Grant | None) -> Reply:
+    def retrieve(self, body: dict[str, Any], grant: Grant | None) -> Reply:
         started = time.perf_counter()
         # Decoded once: a malformed request is a 400 before anything touches a file; the
         # plan reads this decode too (a null budget is the default for both).
@@ -392,7 +392,7 @@ class ReaderApp:
 
         self.manifests.submit(write)
 
-    def search(self, body: dict, grant: Grant | None) -> Reply:
+    def search(self, body: dict[str, Any], grant: Grant | None) -> Reply:
         parsed = parse_search(body)  # a project alone: its latest session
         ref, route = self._authorize_routed(parsed.names, grant)
         if route is not None and (forwarded := self._forward("/v1/search", body, ref,
@@ -407,7 +407,7 @@ class ReaderApp:
                 warnings=[*(response.warnings or []), self._owner_warning(route)])
         return 200, encode_answer(response), {"results": len(response.results)}
 
-    def source(self, body: dict, grant: Grant | None) -> Reply:
+    def source(self, body: dict[str, Any], grant: Grant | None) -> Reply:
         parsed = parse_source(body)
         ref, route = self._authorize_routed(parsed.names, grant)
         if route is not None and (forwarded := self._forward("/v1/source", body, ref,
@@ -422,7 +422,7 @@ class ReaderApp:
                 warnings=[*(response.warnings or []), self._owner_warning(route)])
         return 200, encode_answer(response), {}
 
-    def plan(self, body: dict, grant: Grant | None) -> Reply:
+    def plan(self, body: dict[str, Any], grant: Grant | None) -> Reply:
         """The planner's decision from kinds and token counts (no conversation text):
         see ``lookback.query.context.planner.decide``; the client applies it."""
         request = parse_plan(body, self.settings.retrieval.max_retrieved_history_tokens)
@@ -450,7 +450,7 @@ class ReaderApp:
         if sessions:
             self.manifests.submit(write)
 
-    def nudge(self, body: dict, grant: Grant | None) -> Reply:
+    def nudge(self, body: dict[str, Any], grant: Grant | None) -> Reply:
         """Ask for ``session_file`` to be indexed now.
 
         Service mode queues it for ``lookback.service.nudge_session`` on the nudge
@@ -488,7 +488,7 @@ class ReaderApp:
         return 200, {"status": "ok", "identity": self.identity,
                      "mode": "service" if self.settings.service_mode else "embedded"}, {}
 
-    def health(self, query: dict, grant: Grant | None) -> Reply:
+    def health(self, query: dict[str, list[str]], grant: Grant | None) -> Reply:
         """Version, mode, identity and every granted project's index state (``handle``
         answers ``?projects=0`` with ``identity_answer``)."""
         report = self.call(self.engine.health, self.settings)
@@ -508,7 +508,7 @@ class ReaderApp:
         report = {**report, "server": server}
         return 200, report, {}
 
-    def manifest(self, query: dict, grant: Grant | None) -> Reply:
+    def manifest(self, query: dict[str, list[str]], grant: Grant | None) -> Reply:
         session_id = (query.get("session_id") or [""])[0]
         if not session_id:
             raise ApiError(400, "invalid-request", "session_id is required")
@@ -560,7 +560,7 @@ def pinned(request: Named, ref: Any) -> Named:
     return request if ref is None else pin(request, ref.project.name, ref.session_id)
 
 
-def _identity_only(query: dict) -> bool:
+def _identity_only(query: dict[str, list[str]]) -> bool:
     """``GET /v1/health?projects=0``: the reader's identity and mode, nothing of a project."""
     return (query.get("projects") or [""])[0] == "0"
 
@@ -573,7 +573,7 @@ def encode(payload: Any) -> bytes:
         return json.dumps(payload).encode()
 
 
-def _parse_json(body: bytes) -> dict:
+def _parse_json(body: bytes) -> dict[str, Any]:
     try:
         parsed = orjson.loads(body) if body else None
     except orjson.JSONDecodeError:

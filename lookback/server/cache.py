@@ -36,10 +36,11 @@ class AnswerCache(Memo[Any]):
         return self.max_size
 
 
-def watermark(reader: Any, ref: Any) -> tuple | None:
+def watermark(reader: Any, ref: Any) -> tuple[str, int, int] | None:
     """(live index file, applied seq, embeddings seq), or None (do not cache) when the
     project has no readable index."""
-    return reader.watermark(ref.project)
+    found: tuple[str, int, int] | None = reader.watermark(ref.project)
+    return found
 
 
 def time_key(message: str | None, now_ms: int) -> tuple[tuple[int, int], ...]:

@@ -373,7 +373,7 @@ class _Handler(socketserver.BaseRequestHandler):
             self.request.settimeout(self.server.idle_timeout)
             connections.waiting(self.request)
             try:
-                data = self.request.recv(RECV_BYTES)
+                data: bytes = self.request.recv(RECV_BYTES)
             finally:
                 kept = connections.working(self.request)
             if not kept:
@@ -384,7 +384,8 @@ class _Handler(socketserver.BaseRequestHandler):
         if remaining <= 0:
             raise TimeoutError("the request ran over its deadline")
         self.request.settimeout(remaining)
-        return self.request.recv(RECV_BYTES)
+        received: bytes = self.request.recv(RECV_BYTES)
+        return received
 
     def _receive(self, data: bytes) -> None:
         if self.connection.their_state is h11.IDLE and not self.connection.trailing_data[0]:
