@@ -10,7 +10,10 @@ The public Python API (the same contract as ``lookback retrieve`` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker sees; at run time they load on first use
+    from lookback.api import RequestError, health, retrieve, search, source
 
 __version__ = "0.1.0"
 __all__ = ["RequestError", "health", "retrieve", "search", "source"]

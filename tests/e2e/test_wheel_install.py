@@ -108,7 +108,7 @@ def test_the_sdist_and_the_wheel_carry_what_a_user_needs(installed):
         meta = wheel.read(metadata).decode()
     assert {"lookback/integrations/pi/index.ts", "lookback/integrations/pi/package.json",
             "lookback/integrations/pi/src/autostart.ts", "lookback/docs/usage.md",
-            "lookback/docs/mcp.md"} <= files
+            "lookback/docs/mcp.md", "lookback/py.typed"} <= files
     assert not any("/test/" in name or name.startswith("tests/") for name in files)
     assert any(name.endswith("licenses/LICENSE") or name.endswith(".dist-info/LICENSE")
                for name in files)
