@@ -186,6 +186,21 @@ def subpackage_exports() -> dict[str, dict[str, str]]:
     return exports
 
 
+def test_query_subpackages_show_a_type_checker_their_exports():
+    """Each ``_EXPORTS`` name is also imported under ``TYPE_CHECKING`` from the module it
+    names (as itself, so a type checker sees it re-exported), and nothing else is: the
+    lazy face reads as the real types, not as ``Any``."""
+    for init in (ROOT / "query").glob("*/__init__.py"):
+        package = f"lookback.query.{init.parent.name}"
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        typed = {alias.name: node.module.removeprefix(f"{package}.")
+                 for block in tree.body if isinstance(block, ast.If)
+                 and getattr(block.test, "id", None) == "TYPE_CHECKING"
+                 for node in block.body if isinstance(node, ast.ImportFrom) and node.module
+                 for alias in node.names if alias.asname == alias.name}
+        assert typed == subpackage_exports()[package], package
+
+
 def test_query_subpackages_meet_only_at_their_public_api():
     """Code outside a query subpackage uses only the names its ``__init__`` exports."""
     exports = subpackage_exports()

@@ -7,7 +7,24 @@ The public API is ``_EXPORTS`` below (the rule is in ``lookback.query``'s docstr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lookback.query import lazy_exports
+
+# What a type checker sees (``X as X``: re-exported); at run time each name loads on
+# first use (``_EXPORTS``). tests/test_layers.py keeps the two the same.
+if TYPE_CHECKING:
+    from lookback.query.privacy.policy import Classification as Classification
+    from lookback.query.privacy.policy import ClassificationResult as ClassificationResult
+    from lookback.query.privacy.policy import PrivacyPolicy as PrivacyPolicy
+    from lookback.query.privacy.policy import PrivacySettingsError as PrivacySettingsError
+    from lookback.query.privacy.policy import Verdict as Verdict
+    from lookback.query.privacy.policy import classify as classify
+    from lookback.query.privacy.policy import classify_source as classify_source
+    from lookback.query.privacy.policy import classify_spans as classify_spans
+    from lookback.query.privacy.policy import excluded_record as excluded_record
+    from lookback.query.privacy.policy import granted as granted
+    from lookback.query.privacy.policy import without_markers as without_markers
 
 #: Public name -> the module of this package that defines it.
 _EXPORTS = {

@@ -8,7 +8,50 @@ The public API is ``_EXPORTS`` below (the rule is in ``lookback.query``'s docstr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lookback.query import lazy_exports
+
+# What a type checker sees (``X as X``: re-exported); at run time each name loads on
+# first use (``_EXPORTS``). tests/test_layers.py keeps the two the same.
+if TYPE_CHECKING:
+    from lookback.query.text.dates import TimeSpan as TimeSpan
+    from lookback.query.text.dates import time_spans as time_spans
+    from lookback.query.text.forms import italian_stem as italian_stem
+    from lookback.query.text.forms import message_language as message_language
+    from lookback.query.text.fts_query import FtsQuery as FtsQuery
+    from lookback.query.text.fts_query import build_fts_query as build_fts_query
+    from lookback.query.text.fts_query import build_phrase_query as build_phrase_query
+    from lookback.query.text.fts_query import compile_query as compile_query
+    from lookback.query.text.fts_query import folded_phrase as folded_phrase
+    from lookback.query.text.fts_query import folded_tokens as folded_tokens
+    from lookback.query.text.fts_query import form_prefix as form_prefix
+    from lookback.query.text.fts_query import phrase_tokens as phrase_tokens
+    from lookback.query.text.fts_query import stemmed_phrase as stemmed_phrase
+    from lookback.query.text.fts_query import stemmed_tokens as stemmed_tokens
+    from lookback.query.text.matching import Match as Match
+    from lookback.query.text.matching import PhraseFinder as PhraseFinder
+    from lookback.query.text.matching import TermMatcher as TermMatcher
+    from lookback.query.text.matching import find_literal as find_literal
+    from lookback.query.text.normalize import FoldedText as FoldedText
+    from lookback.query.text.normalize import fold as fold
+    from lookback.query.text.stopwords import is_stopword as is_stopword
+    from lookback.query.text.terms import ERROR as ERROR
+    from lookback.query.text.terms import ERROR_KINDS as ERROR_KINDS
+    from lookback.query.text.terms import FILE_KINDS as FILE_KINDS
+    from lookback.query.text.terms import FLAG as FLAG
+    from lookback.query.text.terms import IDENTIFIER as IDENTIFIER
+    from lookback.query.text.terms import KEYWORD as KEYWORD
+    from lookback.query.text.terms import LITERAL_KINDS as LITERAL_KINDS
+    from lookback.query.text.terms import PATH as PATH
+    from lookback.query.text.terms import PHRASE as PHRASE
+    from lookback.query.text.terms import SYMBOL_KINDS as SYMBOL_KINDS
+    from lookback.query.text.terms import TECHNOLOGY as TECHNOLOGY
+    from lookback.query.text.terms import QueryTerms as QueryTerms
+    from lookback.query.text.terms import Term as Term
+    from lookback.query.text.terms import extract_terms as extract_terms
+    from lookback.query.text.tool_calls import ToolQuery as ToolQuery
+    from lookback.query.text.tool_calls import tool_query as tool_query
 
 #: Public name -> the module of this package that defines it.
 _EXPORTS = {
