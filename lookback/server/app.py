@@ -238,7 +238,7 @@ class ReaderApp:
             raise FORBIDDEN
         return ref, route
 
-    def _forward(self, path: str, body: dict, ref: Any, route: Any) -> Reply | None:
+    def _forward(self, path: str, body: dict[str, Any], ref: Any, route: Any) -> Reply | None:
         """The owner's reader's answer to this request, passed on as it is; None when it
         cannot be asked or gave no answer in time: the caller answers here, marked, and
         ``self._asked.unasked`` says why (for the answer's warning)."""
