@@ -14,7 +14,7 @@ Poison events — undecodable, or failing ``max_failures`` times — are set asi
 the project's ``poison`` hash (shown by ``lookback status``) and skipped; the
 project's other events go on. So is an event that names another project than the
 stream's (its header's cwd, as read when it was published) or that was published under
-a request's grant for another project (``workers.log.GRANT_FIELD``): counted in
+a request's grant for another project (``workers.event_stream.GRANT_FIELD``): counted in
 ``refused``, never applied. Other errors (SQLite busy, Redis down, disk full)
 propagate so dramatiq retries the nudge with backoff.
 """
@@ -36,7 +36,7 @@ from lookback.index.store import read_meta, write_meta
 from lookback.index.writer import BAD_EVENT_ERRORS
 from lookback.ingest.events import Event, EventError
 from lookback.workers.config import ServiceConfig
-from lookback.workers.log import START, LogItem, read_after, trim_through, trimmed_past
+from lookback.workers.event_stream import START, StreamItem, read_after, trim_through, trimmed_past
 from lookback.workers.nudge import APPLY_ACTOR, send
 from lookback.workers.owner import Applying, Fenced, Owner, claim, is_mine
 from lookback.workers.port import RedisPort
@@ -177,7 +177,7 @@ def _leave_alone(config: ServiceConfig, project: str, owner: Owner | None) -> Dr
 
 
 def _apply_items(config: ServiceConfig, client: RedisPort, project: str, writer: ProjectWriter,
-                 items: list[LogItem], report: DrainReport, fence: Callable[[], None], *,
+                 items: list[StreamItem], report: DrainReport, fence: Callable[[], None], *,
                  namespace: str = "") -> str:
     """Apply one batch in one transaction; returns the cursor after it.
 
@@ -216,7 +216,7 @@ def _apply_items(config: ServiceConfig, client: RedisPort, project: str, writer:
     return last
 
 
-def _decode(item: LogItem, project: str, namespace: str) -> Event | EventError | ForeignProject:
+def _decode(item: StreamItem, project: str, namespace: str) -> Event | EventError | ForeignProject:
     """The stream item's event, or why it is not applied to ``project``: undecodable, or
     it names (or was published under a grant for) another project."""
     try:
@@ -249,7 +249,7 @@ def _give_up(config: ServiceConfig, client: RedisPort, project: str, stream_id: 
     return failures >= config.max_failures
 
 
-def set_aside(config: ServiceConfig, client: RedisPort, project: str, item: LogItem,
+def set_aside(config: ServiceConfig, client: RedisPort, project: str, item: StreamItem,
               error: BaseException) -> None:
     """Keep a poison event (idempotently, by stream id) where ``lookback status`` sees it
     (a refused one without its text: it is another project's, kept in that one's log)."""

@@ -22,7 +22,7 @@ from lookback.index.layout import MOVE_REFUSED, project_key, refuse_foreign
 from lookback.ingest.events import Event
 from lookback.ingest.reader import Batch, FileState
 from lookback.workers.config import ServiceConfig, redis_client
-from lookback.workers.log import add_events
+from lookback.workers.event_stream import add_events
 from lookback.workers.nudge import nudge
 from lookback.workers.port import RedisPort
 

@@ -18,7 +18,7 @@ from lookback.index.layout import ProjectNotFound, find_project
 from lookback.index.store import IndexUnavailable, open_reader, read_meta
 from lookback.workers.apply import CURSOR_META
 from lookback.workers.config import BACKGROUND_QUEUE, INDEX_QUEUE, ServiceConfig, redis_client
-from lookback.workers.log import START, id_millis, trimmed_past
+from lookback.workers.event_stream import START, id_millis, trimmed_past
 from lookback.workers.owner import Owner, alive, is_mine, owner_of
 from lookback.workers.port import RedisPort, entries, text
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from lookback.index.rebuild import stale_projects
 from lookback.workers.config import ServiceConfig
-from lookback.workers.log import id_millis
+from lookback.workers.event_stream import id_millis
 from lookback.workers.nudge import nudge, request_rebuild
 from lookback.workers.owner import Owner, alive, me
 from lookback.workers.port import RedisPort, entries, text

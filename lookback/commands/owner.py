@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 def _refuse_partial(config: ServiceConfig, client: RedisPort, name: str) -> None:
     """A take whose index here lacks events already trimmed from Redis would serve a
     partial project as complete: refused, saying where the rest is."""
-    from lookback.workers.log import START, trimmed_past
+    from lookback.workers.event_stream import START, trimmed_past
     from lookback.workers.owner import owner_of
     from lookback.workers.status import index_cursor
 

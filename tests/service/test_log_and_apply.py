@@ -18,7 +18,7 @@ from lookback.index.store import open_writer
 from lookback.ingest.events import Event
 from lookback.ingest.pipeline import ingest_files
 from lookback.workers.apply import drain
-from lookback.workers.log import EVENT_FIELD, next_id
+from lookback.workers.event_stream import EVENT_FIELD, next_id
 from lookback.workers.sink import Backoff, RedisSink
 from tests.service.helpers import (
     append,
@@ -174,7 +174,7 @@ def test_the_worker_applies_only_events_of_its_streams_project(service, tmp_path
     """Issue 27 item 2: the grant a nudge was published under travels with its events,
     and the worker checks it and the event's own project against the stream's, whatever
     put the event there (a producer of another version, a hand-written XADD)."""
-    from lookback.workers.log import GRANT_FIELD
+    from lookback.workers.event_stream import GRANT_FIELD
 
     other = "/home/dev/other-project"
     path = write_session(tmp_path / "sessions", "g.jsonl", session_lines("s-g", CWD)[:20])
@@ -205,7 +205,7 @@ def test_the_worker_applies_only_events_of_its_streams_project(service, tmp_path
 
 
 def test_a_granted_nudge_publishes_its_grant_with_every_event(service, tmp_path) -> None:
-    from lookback.workers.log import read_after
+    from lookback.workers.event_stream import read_after
 
     path = write_session(tmp_path / "sessions", "h.jsonl", session_lines("s-h", CWD)[:20])
     project = RedisSink(service.config).project(CWD)

@@ -12,7 +12,7 @@ from lookback.ingest.events import Event
 from lookback.ingest.pipeline import ingest_files
 from lookback.service import service_status
 from lookback.workers.apply import drain
-from lookback.workers.log import EVENT_FIELD
+from lookback.workers.event_stream import EVENT_FIELD
 from lookback.workers.sink import RedisSink
 from tests.service.helpers import LARGE, REPO, append, expected_entries, indexed_entries
 

@@ -1,4 +1,4 @@
-"""The per-project event log in Redis: one Stream per project, outside dramatiq.
+"""The per-project event stream in Redis: one Stream per project, outside dramatiq.
 
 Stream ids (``<ms>-<n>``) order the log. The worker keeps its cursor (the last id it
 applied) in the project's index, committed with the rows, and trims the stream up to
@@ -23,7 +23,7 @@ START = "0-0"
 
 
 @dataclass
-class LogItem:
+class StreamItem:
     """One stream entry: its id, the raw event JSON (decoded by the worker) and the
     grant it was published under (None: none)."""
 
@@ -44,13 +44,13 @@ def add_events(pipe: RedisPipeline, key: str, events: Iterable[Event],
 
 
 def read_after(client: RedisPort, key: str, cursor: str, *, max_events: int,
-               max_bytes: int, chunk: int = 200) -> list[LogItem]:
+               max_bytes: int, chunk: int = 200) -> list[StreamItem]:
     """Entries after ``cursor``, at most ``max_events`` of them and about ``max_bytes``.
 
     Reads in chunks so a run of huge events stops early instead of loading a
     thousand of them at once; at least one entry is returned when any is pending.
     """
-    items: list[LogItem] = []
+    items: list[StreamItem] = []
     size = 0
     start = cursor
     while len(items) < max_events and size < max_bytes:
@@ -61,7 +61,7 @@ def read_after(client: RedisPort, key: str, cursor: str, *, max_events: int,
         for stream_id, fields in rows:
             raw = _bytes(fields.get(EVENT_FIELD, b""))
             grant = fields.get(GRANT_FIELD)
-            items.append(LogItem(stream_id, raw, None if grant is None
+            items.append(StreamItem(stream_id, raw, None if grant is None
                                  else _bytes(grant).decode("utf-8", "replace")))
             size += len(raw)
             if size >= max_bytes:
