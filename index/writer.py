@@ -122,9 +122,7 @@ def _append(connection: apsw.Connection, events: list[Event], ids: list[str | No
             connection.execute("RELEASE one_event")
         _flush_sessions(connection, touched, now)
         write_meta(connection, "applied_seq", seq)
-        if set_aside:
-            total = int(read_meta(connection, "set_aside_events") or 0) + set_aside
-            write_meta(connection, "set_aside_events", total)
+        count_set_aside(connection, set_aside)
         if extra is not None:
             extra(connection)
         merge_segments(connection, indexed_chars)
@@ -208,8 +206,13 @@ def replay(connection: apsw.Connection, rows: Iterable[tuple[str, str, str]]) ->
         indexed_chars += _indexed_chars(event)
     _flush_sessions(connection, touched, now)
     merge_segments(connection, indexed_chars)
-    if refused:
-        total = int(read_meta(connection, "set_aside_events") or 0) + refused
+    count_set_aside(connection, refused)
+
+
+def count_set_aside(connection: apsw.Connection, count: int) -> None:
+    """Add ``count`` events set aside to the index's ``set_aside_events`` total."""
+    if count:
+        total = int(read_meta(connection, "set_aside_events") or 0) + count
         write_meta(connection, "set_aside_events", total)
 
 
