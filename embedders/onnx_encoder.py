@@ -38,10 +38,9 @@ from lookback.embedders.word_pieces import (
     token_ids,
 )
 
-#: Texts per forward batch, grouped by length. Small batches waste little on padding:
-#: on the fixtures' real chunks (embedded 64 entries per call, as the builder does),
-#: batches of 32 padded 20.6% of the word pieces they computed and batches of 8 5.6%,
-#: which made them 1.3 times as fast per CPU-second (CHANGELOG.md).
+#: Texts per forward batch, grouped by length. Small batches waste little on padding,
+#: which makes them faster per CPU-second (docs/benchmarks.md, "Figures behind code
+#: choices").
 BATCH_SIZE = 8
 
 #: Chunks embedded per entry: the start of an entry says what it is about, and a
@@ -156,8 +155,8 @@ class OnnxEmbedder(EmbeddingPort):
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         # Idle threads must sleep, not spin: on a machine shared with other work (a CI
-        # runner, nine agents on two cores) spinning threads starve the ones with work.
-        # Measured there: a query in 18 ms instead of 113 ms, 27% more chunks per CPU-s.
+        # runner, many agents on two cores) spinning threads starve the ones with work
+        # (docs/benchmarks.md, "Figures behind code choices").
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         names = list(graph.external)
@@ -165,9 +164,9 @@ class OnnxEmbedder(EmbeddingPort):
                    for name in names]
         options.add_external_initializers(names, weights)
         # The session copies the weights it is given (into the graph's tensors, then
-        # its own buffers), so ours are dropped when this returns: keeping them held a
-        # second copy, 86 MB for MiniLM and 151 MB for e5. Vectors computed after they
-        # are freed and their pages overwritten are bit-identical (CHANGELOG.md).
+        # its own buffers), so ours are dropped when this returns: keeping them would
+        # hold a second copy of the weights. Vectors computed after they are freed and
+        # their pages overwritten are bit-identical (docs/benchmarks.md).
         return onnxruntime.InferenceSession(graph.model, options,
                                             providers=["CPUExecutionProvider"])
 

@@ -27,8 +27,8 @@ ELLIPSIS = "…"
 #: some splitter treats as a line end or that a terminal acts on — C0 controls (Python's
 #: ``str.splitlines`` also splits at ``\\x1c``–``\\x1e``, ``\\v``, ``\\f``), DEL, C1
 #: controls (``\\x85`` is NEL) and U+2028/U+2029 (JavaScript line terminators).
-#: The stdlib ``re`` scans this class about 4x faster than ``regex`` (6,000 characters:
-#: 32 vs 126 us), and every returned item's excerpt is scanned.
+#: The stdlib ``re``, not ``regex``: it scans this class several times faster
+#: (docs/benchmarks.md), and every returned item's excerpt is scanned.
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 

@@ -185,9 +185,9 @@ def _search(vectors: SessionVectors, scope: Scope, message: str, embedder: Embed
     if scoped.needed == 0:
         return [], {}, (0.0, 0.0)
     query = _query_vector(embedder, message[:MAX_QUERY_CHARS], counts)
-    # einsum, not `@`: BLAS runs a matrix-vector product on all its threads, which on a
-    # busy machine took 5 ms where one thread takes 0.2 ms (5,855 x 256); einsum's loop
-    # is single-threaded and took 0.6 ms there.
+    # einsum, not `@`: BLAS runs a matrix-vector product on all its threads, which a
+    # busy machine makes slower than einsum's single-threaded loop (docs/benchmarks.md,
+    # "Figures behind code choices").
     similarity = np.einsum("ij,j->i", scoped.matrix, query)
     best = entry_scores(similarity, scoped.starts, scoped.counts) - scoped.penalty
     spread = (float(best.mean()), float(best.std()))
