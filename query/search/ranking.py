@@ -120,7 +120,8 @@ def _token_penalty(tokens: int) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def _dilution(tokens: int, topic_points: float) -> float:
-    return -round(topic_points * (1 - (SHORT_ENTRY_TOKENS / tokens) ** DILUTION), 2)
+    kept: float = (SHORT_ENTRY_TOKENS / tokens) ** DILUTION  # a float's power may be complex
+    return -round(topic_points * (1 - kept), 2)
 
 
 def time_part(row: Row, when: Sequence[TimeSpan]) -> tuple[str, float] | None:
