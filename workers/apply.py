@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 import apsw
 
@@ -68,12 +69,19 @@ class DrainReport:
     skipped: str | None = None  # not applied here: owned by another host, or paused
 
 
-def project_info(config: ServiceConfig, client: RedisPort, project: str) -> dict[str, str]:
+class ProjectInfo(TypedDict):
+    """A project's registration in Redis, as ``workers.sink`` publishes it."""
+
+    cwd: str
+    namespace: NotRequired[str]
+
+
+def project_info(config: ServiceConfig, client: RedisPort, project: str) -> ProjectInfo:
     """The registered cwd and namespace of ``project`` (checked against its key)."""
     raw = client.hget(config.projects_key, project)
     if raw is None:
         raise UnknownProject(f"no project {project!r} registered in Redis")
-    info: dict[str, str] = json.loads(raw)
+    info: ProjectInfo = json.loads(raw)
     if project_key(info["cwd"], info.get("namespace", "")) != project:
         raise UnknownProject(f"project {project!r} is registered under a different key")
     return info
