@@ -16,7 +16,7 @@ unnamed remote provider). The model never chooses the provider: it is fixed per 
 Transports: stdio (``lookback mcp``; the client starts it, a token from
 ``$LOOKBACK_TOKEN`` when the settings require one) or streamable HTTP (``lookback mcp
 --http``) behind the reader's own Host/Origin guard and bearer tokens
-(``lookback.server.guard``, ``lookback.server.auth``): a request without a valid token
+(``lookback.server.guard``, ``lookback.application.auth``): a request without a valid token
 is refused before the SDK sees it, and every tool call carries the request's
 ``Authorization`` header into ``ReaderApp.handle``, so a token reads only its projects.
 
@@ -33,13 +33,13 @@ from typing import Any, TypeVar
 import msgspec
 import orjson
 
+from lookback.application.errors import ApiError
 from lookback.errors import UserError
 from lookback.index.layout import find_project
 from lookback.index.status import recent_sessions
 from lookback.query.context.evidence import envelope
 from lookback.query.contract.answers import SearchAnswer, SourceAnswer, SourceEntry, Withheld
 from lookback.server.app import ReaderApp
-from lookback.server.errors import ApiError
 from lookback.server.guard import Guard
 
 SERVER_NAME = "lookback"

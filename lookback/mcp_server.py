@@ -25,6 +25,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from lookback.application.auth import check_binding
+from lookback.application.errors import ApiError
 from lookback.budget import connection_limit
 from lookback.mcp import (
     DEFAULT_LIMIT,
@@ -41,8 +43,6 @@ from lookback.mcp import (
     ToolRefused,
 )
 from lookback.server.app import ReaderApp
-from lookback.server.auth import check_binding
-from lookback.server.errors import ApiError
 from lookback.server.transport import LISTEN_BACKLOG
 from lookback.settings import Settings
 

@@ -43,6 +43,12 @@ import msgspec
 import orjson
 
 from lookback import freshness, local_reader
+from lookback.application.auth import Grant, Grants
+from lookback.application.cache import AnswerCache, time_key, watermark
+from lookback.application.errors import FORBIDDEN, ApiError
+from lookback.application.nudges import GIVE_UP_SECONDS as NUDGE_GIVE_UP_SECONDS
+from lookback.application.nudges import NudgeQueue
+from lookback.application.records import ManifestWriter
 from lookback.budget import file_budget
 from lookback.errors import LookbackError
 from lookback.index.layout import find_project, project_key
@@ -70,12 +76,6 @@ from lookback.query.contract.request import (
     pin,
 )
 from lookback.query.privacy import Classification, granted
-from lookback.server.auth import Grant, Grants
-from lookback.server.cache import AnswerCache, time_key, watermark
-from lookback.server.errors import FORBIDDEN, ApiError
-from lookback.server.nudges import GIVE_UP_SECONDS as NUDGE_GIVE_UP_SECONDS
-from lookback.server.nudges import NudgeQueue
-from lookback.server.records import ManifestWriter
 from lookback.server.routing import Router
 from lookback.settings import Settings
 
@@ -454,7 +454,7 @@ class ReaderApp:
         """Ask for ``session_file`` to be indexed now.
 
         Service mode queues it for ``lookback.service.nudge_session`` on the nudge
-        thread (``lookback.server.nudges``) and answers at once: ``queued``, or
+        thread (``lookback.application.nudges``) and answers at once: ``queued``, or
         ``dropped`` when the queue is full (Redis down or slow). Embedded mode
         queues the file for this process's freshness engine (``lookback.freshness``)
         and answers at once: ``queued``, ``fresh`` (nothing new), ``missing`` or

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from lookback.server.auth import is_loopback
-from lookback.server.errors import ApiError
+from lookback.application.auth import is_loopback
+from lookback.application.errors import ApiError
 
 FOREIGN_HOST = ApiError(403, "forbidden-host", "the Host header names no address of this "
                         "reader (add it to server.allowed_hosts to allow it)")

@@ -36,11 +36,11 @@ from urllib.parse import urlsplit
 import h11
 
 from lookback import hook_client, local_reader
+from lookback.application.auth import Grants, check_binding
+from lookback.application.errors import ApiError
 from lookback.budget import connection_limit
 from lookback.errors import UserError, out_of_files
 from lookback.server.app import ReaderApp, encode
-from lookback.server.auth import Grants, check_binding
-from lookback.server.errors import ApiError
 from lookback.server.guard import Guard
 from lookback.server.routing import FORWARDED_HEADER, public_url
 from lookback.settings import Settings

@@ -187,7 +187,7 @@ def test_a_call_over_the_time_limit_gets_503(home, session_file):
 
 
 def test_service_mode_nudge_hands_the_file_to_the_service(home, session_file, monkeypatch):
-    """Off the request path (lookback.server.nudges): the answer does not wait for it."""
+    """Off the request path (lookback.application.nudges): the answer does not wait for it."""
     import threading
 
     from lookback import service

@@ -16,10 +16,10 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
+from lookback.application.errors import ApiError
 from lookback.errors import UserError
 from lookback.index.layout import project_key
 from lookback.query.privacy import Classification
-from lookback.server.errors import ApiError
 from lookback.settings import TokenGrant
 
 
