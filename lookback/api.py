@@ -158,6 +158,7 @@ def source(request: dict[str, Any] | SourceRequest, *, settings: Settings | None
 
 def health(settings: Settings | None = None) -> dict[str, Any]:
     """Index state per project (for ``GET /v1/health``)."""
+    from lookback.application.modes import mode_of
     from lookback.index.layout import list_projects
     from lookback.index.status import project_status
 
@@ -170,7 +171,7 @@ def health(settings: Settings | None = None) -> dict[str, Any]:
             projects.append({"project": project.name, "state": "error",
                              "error": type(error).__name__})
     return {"status": "ok", "version": _version(),
-            "mode": "service" if settings.service_mode else "embedded", "projects": projects}
+            "mode": mode_of(settings), "projects": projects}
 
 
 def _version() -> str:

@@ -38,7 +38,7 @@ take turns): a busy lock is waited for at most ``lock_timeout_seconds``, a write
 another process waits for is given up after a batch and between jobs, and idle
 writers are closed after ``idle_close_seconds``; the file stays stale and is retried
 by the next request or poll. In service mode none of this runs: producers and
-workers keep the indexes, the reader only reads.
+workers keep the indexes, the reader only reads (``lookback.application.keeping``).
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ from lookback.ingest.scan import PathProblem, configured_roots
 from lookback.ingest.storable import escape_surrogates
 from lookback.ingest.watch import Stamp, Watcher, file_stamp
 from lookback.query.contract.answers import Diagnostics, FreshnessOutcome, RetrieveAnswer
+from lookback.query.contract.request import SessionNames
+from lookback.query.search.reader import SessionRef
 from lookback.settings import Freshness, Watch
 
 log = logging.getLogger("lookback.freshness")
@@ -504,8 +506,8 @@ def default_roots(settings: Any) -> list[Path]:
 
 
 def engine_for(settings: Any) -> FreshnessEngine | None:
-    """The engine a reader process runs, or None (service mode, or turned off)."""
-    if settings.service_mode or not settings.freshness.enabled:
+    """The engine an embedded reader process runs, or None (turned off)."""
+    if not settings.freshness.enabled:
         return None
     from lookback.budget import file_budget
 
@@ -517,19 +519,20 @@ def engine_for(settings: Any) -> FreshnessEngine | None:
                            max_writers=file_budget(settings).writers)
 
 
-def refresh(engine: FreshnessEngine | None, body: Any, ref: Any = None) -> Outcome | None:
-    """Bring the session file a request names up to date (within the contract).
+def refresh(engine: FreshnessEngine | None, names: SessionNames,
+            ref: SessionRef | None = None) -> Outcome | None:
+    """Bring the session file a decoded request names up to date (within the contract).
 
-    ``ref`` (a ``SessionRef``): the session file as the request was resolved and
-    authorized — its real path is indexed, and only into its project."""
+    ``ref``: the session file as the request was resolved and authorized — its real path
+    is indexed, and only into its project. Without one (a file not indexed yet) the file
+    the request names is (the decoder took only an absolute path)."""
     if engine is None:
         return None
     if ref is not None and ref.file:
         return engine.ensure(ref.file, project=ref.project.name)
-    session_file = body.get("session_file") if isinstance(body, dict) else None
-    if not isinstance(session_file, str) or not session_file.startswith("/"):
+    if not names.session_file:
         return None
-    return engine.ensure(session_file)
+    return engine.ensure(names.session_file)
 
 
 def annotate(response: RetrieveAnswer, outcome: Outcome | None) -> RetrieveAnswer:

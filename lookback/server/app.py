@@ -21,9 +21,9 @@ a project another host owns is forwarded to that host's reader, once, with the c
 token; when that fails, the local answer is marked (``stale`` for a copy held here,
 ``elsewhere`` for none), never ``ok`` or ``not-indexed``.
 
-Freshness (embedded mode): ``lookback.freshness`` indexes the session file a request
-names when it changed, before answering (bounded by ``freshness.wait_ms``), and tails
-the session folders in the background; in service mode the workers do that.
+Freshness: the ``Keeper`` the mode chose (``lookback.application.keeping``) brings the
+session file a request names up to date before answering (embedded mode, bounded by
+``freshness.wait_ms``), or leaves that to the workers (service mode).
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ from lookback import freshness, local_reader
 from lookback.application.auth import Grant, Grants
 from lookback.application.cache import AnswerCache, time_key, watermark
 from lookback.application.errors import FORBIDDEN, ApiError
-from lookback.application.nudges import GIVE_UP_SECONDS as NUDGE_GIVE_UP_SECONDS
-from lookback.application.nudges import NudgeQueue
+from lookback.application.modes import open_keeper
 from lookback.application.records import ManifestWriter
 from lookback.budget import file_budget
 from lookback.errors import LookbackError
@@ -118,13 +117,10 @@ class ReaderApp:
         self.manifests = ManifestWriter(manifests or ManifestStore(settings.home, keep=keep))
         self.timeout = settings.server.request_timeout_seconds
         self._deadline = threading.local()  # the deadline of the request this thread answers
-        # Embedded mode: this process keeps the sessions it is asked about fresh itself.
-        self.freshness = freshness.engine_for(settings)
-        if self.freshness is not None:
-            self.freshness.start()
-        self.nudges = NudgeQueue(self._publish_nudge) if settings.service_mode else None
+        #: who keeps the indexes fresh: this process (embedded mode) or the workers
+        self.keeper = open_keeper(settings)
         #: Service mode: owner lookups and forwarding to the owner's reader.
-        self.router = Router(settings) if settings.service_mode else None
+        self.router = Router(settings) if self.keeper.mode == "service" else None
         self._asked = threading.local()  # the caller's token, and whether it was forwarded
         workers = settings.server.workers
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="lookback-call") \
@@ -309,7 +305,7 @@ class ReaderApp:
                                                              route)) is not None:
             self._record_forwarded(ref, parsed, forwarded, started)
             return forwarded
-        fresh = freshness.refresh(self.freshness, body, ref)
+        fresh = self.keeper.refresh(parsed.names, ref)
         if fresh is not None and fresh.state == "rewrite-pending":
             return 200, encode_answer(freshness.rewrite_pending_answer(fresh)), {
                 "outcome": "not-indexed"}
@@ -398,7 +394,7 @@ class ReaderApp:
         if route is not None and (forwarded := self._forward("/v1/search", body, ref,
                                                              route)) is not None:
             return forwarded
-        freshness.refresh(self.freshness, body, ref)  # the live leaf is searchable too
+        self.keeper.refresh(parsed.names, ref)  # the live leaf is searchable too
         response: SearchAnswer = self.call(self.engine.search_answer, pinned(parsed, ref),
                                            settings=self._settings(grant), reader=self.reader)
         if route is not None:
@@ -413,7 +409,7 @@ class ReaderApp:
         if route is not None and (forwarded := self._forward("/v1/source", body, ref,
                                                              route)) is not None:
             return forwarded
-        freshness.refresh(self.freshness, body, ref)
+        self.keeper.refresh(parsed.names, ref)
         response: SourceAnswer = self.call(self.engine.source_answer, pinned(parsed, ref),
                                            settings=self._settings(grant), reader=self.reader)
         if route is not None:
@@ -469,24 +465,13 @@ class ReaderApp:
         project = ref.project.name if ref is not None else None
         if ref is not None:
             session_file = ref.file
-        if self.nudges is not None:  # service mode: never waits for Redis
-            return 202, {"status": self.nudges.submit(session_file, project)}, {}
-        if self.freshness is None:
-            return 202, {"status": "embedded"}, {}
-        return 202, {"status": self.freshness.nudge(session_file, project=project)}, {}
-
-    def _publish_nudge(self, session_file: str, project: str | None,
-                       stop: threading.Event) -> None:
-        from lookback import service
-
-        service.nudge_session(self.settings, session_file, project=project,
-                              give_up_after=NUDGE_GIVE_UP_SECONDS, stop=stop)
+        return 202, {"status": self.keeper.nudge(session_file, project)}, {}
 
     def identity_answer(self) -> Reply:
         """``GET /v1/health?projects=0``, what a client checking the reader's identity
         before each prompt asks (without a token): status, identity and mode only."""
         return 200, {"status": "ok", "identity": self.identity,
-                     "mode": "service" if self.settings.service_mode else "embedded"}, {}
+                     "mode": self.keeper.mode}, {}
 
     def health(self, query: dict[str, list[str]], grant: Grant | None) -> Reply:
         """Version, mode, identity and every granted project's index state (``handle``
@@ -500,10 +485,7 @@ class ReaderApp:
         server: dict[str, Any] = {"cache_entries": len(self.cache),
                                   "cache_hits": self.cache.hits,
                                   "cache_misses": self.cache.misses}
-        if self.nudges is not None:
-            server["nudges"] = self.nudges.stats()
-        if self.freshness is not None:  # refused: files that named a project not granted
-            server["freshness"] = self.freshness.stats()
+        server.update(self.keeper.stats())
         server["files"] = file_budget(self.settings).as_dict()
         report = {**report, "server": server}
         return 200, report, {}
@@ -518,12 +500,9 @@ class ReaderApp:
         return 200, {"session_id": session_id, "entries": entries}, {"entries": len(entries)}
 
     def close(self) -> None:
-        if self.nudges is not None:
-            self.nudges.close()
+        self.keeper.close()
         if self.router is not None:
             self.router.close()
-        if self.freshness is not None:
-            self.freshness.close()
         self.manifests.flush()
         self.manifests.close()
         if self.pool is not None:

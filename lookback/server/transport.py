@@ -548,8 +548,7 @@ def serve_forever(server: ReaderHTTPServer) -> None:
     from lookback.query.semantic import warm_up as warm_embedder
 
     warm_embedder(server.app.settings.retrieval.embedder)  # a model loads in 0.2-1 s
-    if server.app.freshness is not None:
-        server.app.freshness.start_tailer()  # entries Pi appends get indexed unasked
+    server.app.keeper.start_tailer()  # embedded: entries Pi appends get indexed unasked
     if server.app.router is not None and not server.unix:
         # Other hosts' readers forward requests about this host's projects here.
         url = public_url(server.app.settings, str(server.server_address[0]),

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from lookback.query.search.ranking import row_parts as row_parts
     from lookback.query.search.reader import IndexReader as IndexReader
     from lookback.query.search.reader import NotIndexed as NotIndexed
+    from lookback.query.search.reader import SessionRef as SessionRef
     from lookback.query.search.retrieve import Retriever as Retriever
     from lookback.query.search.rows import rows_by_rowid as rows_by_rowid
     from lookback.query.search.types import Ranked as Ranked
@@ -37,6 +38,7 @@ _EXPORTS = {
     "HistorySearch": "history",
     "IndexReader": "reader",
     "NotIndexed": "reader",
+    "SessionRef": "reader",
     "times_of": "pipeline",
     "Row": "types",
     "Scope": "types",

@@ -160,7 +160,7 @@ def wait_for_jobs(app: ReaderApp, count: int) -> None:
     import time
 
     deadline = time.monotonic() + 60
-    while app.freshness.jobs_run < count:  # a condition, not a sleep that should suffice
+    while app.keeper.engine.jobs_run < count:  # a condition, not a sleep that should suffice
         assert time.monotonic() < deadline, "the freshness thread never ran the job"
         time.sleep(0.01)
 
@@ -174,7 +174,7 @@ def test_a_token_cannot_write_into_another_project(two_projects, make_app, tmp_p
                      TOKEN_A)  # authorized for A: its header is A's, and it is indexed
     assert status == 200
     rewrite_in_place(evil, p.cwd_b, "sess-b", parent="a1000007")
-    before = app.freshness.jobs_run
+    before = app.keeper.engine.jobs_run
     if how == "nudge":
         status, _ = call(app, "/v1/nudge", {"session_file": str(evil)}, TOKEN_A)
         assert status in (202, 403)
@@ -194,7 +194,7 @@ def test_a_token_cannot_write_into_another_project(two_projects, make_app, tmp_p
     assert searched["status"] in ("ok", "no-query") and not searched["results"]
     shown = json.dumps(retrieved["evidence"]) + json.dumps(searched["results"])
     assert "evil0001" not in shown and "injectedmarker" not in shown
-    assert app.freshness.refused >= 1  # counted, not written
+    assert app.keeper.engine.refused >= 1  # counted, not written
 
 
 # -- issue 27 item 2: the tailer writes a file a token asked about only into that token's
@@ -227,7 +227,7 @@ def test_the_tailer_never_writes_a_tokens_file_into_another_project(two_projects
     roots = tmp_path / "roots"
     roots.mkdir()
     app = make_app(p.tokens, sessions_dirs=[str(roots)])
-    app.freshness.start_tailer()  # as `lookback serve` does
+    app.keeper.engine.start_tailer()  # as `lookback serve` does
     folder = roots / "x" if where == "inside-roots" else tmp_path / "x"
     evil = marked_session(folder, p.cwd_a, "sess-evil", "evilmarker")
     status, answer = call(app, "/v1/retrieve", {"session_file": str(evil), "message": PROMPT},
@@ -241,7 +241,7 @@ def test_the_tailer_never_writes_a_tokens_file_into_another_project(two_projects
     # Until the rewritten file is either written into B, or refused and set aside for
     # good (its stamp marked, so no later pass of the tailer takes it up again).
     while not (in_index(home, p.cwd_b, "injectedmarker")
-               or (app.freshness.refused and app.freshness.watcher.seen(evil) == stamp)):
+               or (app.keeper.engine.refused and app.keeper.engine.watcher.seen(evil) == stamp)):
         assert time.monotonic() < deadline, "the rewritten file was neither written nor refused"
         time.sleep(0.01)
     assert not in_index(home, p.cwd_b, "injectedmarker")

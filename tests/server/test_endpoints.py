@@ -211,7 +211,7 @@ def test_service_mode_nudge_hands_the_file_to_the_service(home, session_file, mo
         assert called.wait(30)
         header_cwd = json.loads(session_file.read_text().splitlines()[0])["cwd"]
         assert calls == [(str(session_file), project_key(header_cwd))]
-        while app.nudges.stats()["published"] != 1:  # counted just after the call returns
+        while app.keeper.nudges.stats()["published"] != 1:  # counted just after the call returns
             called.wait(0.01)
     finally:
         app.close()

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from lookback import api
-from lookback.freshness import FreshnessEngine, engine_for
+from lookback.application.modes import open_keeper
+from lookback.freshness import FreshnessEngine
 from lookback.index.project import ProjectWriter
+from lookback.query.contract.request import SessionNames
 from lookback.server import ReaderApp
 from lookback.settings import Freshness, Watch
 from tests.support import index_paths
@@ -206,7 +208,13 @@ def test_turned_off_or_in_service_mode_the_reader_writes_nothing(home, session_f
         assert sorted(p.name for p in home.rglob("*")) == before
     finally:
         app.close()
-    assert engine_for(settings_for(home, redis_url="redis://127.0.0.1:6379/15")) is None
+    keeper = open_keeper(settings_for(home, redis_url="redis://127.0.0.1:6379/15"))
+    try:
+        assert keeper.mode == "service"
+        assert keeper.refresh(SessionNames(session_file=str(session_file)), None) is None
+        assert sorted(p.name for p in home.rglob("*")) == before
+    finally:
+        keeper.close()
 
 
 

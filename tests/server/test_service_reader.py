@@ -118,5 +118,4 @@ def test_a_service_mode_nudge_publishes_only_into_the_granted_project(tmp_path):
 
 
 def refused(app) -> int:  # type: ignore[no-untyped-def]
-    nudges = getattr(app, "nudges", None)
-    return nudges.stats()["refused"] if nudges is not None else 0
+    return app.keeper.nudges.stats()["refused"]
