@@ -1,6 +1,7 @@
 """Run mypy over the package as it is installed: ``index/store.py`` is checked as
 ``lookback.index.store`` (pyproject's package-dir table), which mypy cannot work out
-itself from an editable install. The settings are pyproject's ``[tool.mypy]``.
+itself from an editable install. The settings are pyproject's ``[tool.mypy]``, which
+must stay ``strict`` (checked here: a run without it fails).
 
     .venv/bin/python -m tests.typecheck [mypy options]
 """
@@ -20,6 +21,10 @@ from tests.test_layers import modules
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: A few of the flags ``strict`` sets; all on means the configuration is strict.
+STRICT_FLAGS = ("disallow_untyped_defs", "disallow_any_generics", "warn_return_any",
+                "disallow_untyped_calls", "strict_equality")
+
 
 def sources() -> list[BuildSource]:
     """Every module of the package, by its installed name."""
@@ -31,6 +36,9 @@ def main(args: list[str]) -> int:
     fscache = FileSystemCache()
     _, options = process_options(["--config-file", str(ROOT / "pyproject.toml"), *args],
                                  require_targets=False, fscache=fscache)
+    if not all(getattr(options, flag) for flag in STRICT_FLAGS):
+        print("mypy: pyproject.toml's [tool.mypy] must set strict = true")
+        return 1
     try:
         result = build.build(sources(), options, fscache=fscache)
         messages = result.errors
