@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lookback import codex_config, hook_client, local_reader, pi_package
+from lookback.application.modes import mode_of
 from lookback.background import read_started, tcp_url
 from lookback.errors import UserError
 from lookback.index.layout import ProjectDir, list_projects
@@ -541,7 +542,7 @@ def check_freshness(situation: Situation) -> list[Finding]:
             f"session {session['session_id']} is {minutes:.0f} min behind its file "
             f"({session['behind_bytes']} bytes not indexed); keep `lookback serve` running "
             "to index as sessions grow",
-            f"lookback index {'--queue ' if situation.settings.service_mode else ''}"
+            f"lookback index {'--queue ' if mode_of(situation.settings) == 'service' else ''}"
             f"{shlex.quote(session['file'])}", details=session))
     return findings
 
@@ -549,7 +550,7 @@ def check_freshness(situation: Situation) -> list[Finding]:
 def check_service(situation: Situation) -> list[Finding]:
     """Service mode: Redis reachable, every worker host live, per-host lag, dead owners'
     projects and orphaned queues (``lookback status`` has the same figures)."""
-    if not situation.settings.service_mode:
+    if mode_of(situation.settings) != "service":
         return []
     from lookback.service import service_status  # Redis only in service mode
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lookback.application.modes import mode_of
 from lookback.commands.common import add_command, load
 from lookback.errors import UserError
 from lookback.freshness import default_roots
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if args.embed and args.queue:
         raise UserError("--embed builds vectors inline (embedded mode); in service mode the "
                         "workers build them when retrieval.semantic is true", 2)
-    if settings.service_mode and not args.queue:
+    if mode_of(settings) == "service" and not args.queue:
         _refuse_owned_elsewhere(settings, files)
     started = time.monotonic()
     if args.queue:

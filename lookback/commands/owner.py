@@ -8,6 +8,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from lookback.application.modes import mode_of
 from lookback.commands.common import add_command, add_json, json_text, load
 from lookback.errors import UserError
 from lookback.index.layout import PROJECTS_DIR, project_key
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
-    if not settings.service_mode:
+    if mode_of(settings) != "service":
         raise UserError("`lookback owner` needs a Redis: set LOOKBACK_REDIS_URL")
     from lookback.workers.config import ServiceConfig, redis_client
     from lookback.workers.nudge import nudge

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from lookback import hook_client, local_reader
+from lookback.application.modes import mode_of
 from lookback.commands.common import add_command, load, named_project
 from lookback.index.layout import list_projects
 from lookback.index.status import project_status
@@ -26,9 +27,9 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     projects = ([named_project(settings, args.project)]
                 if args.project else list_projects(settings.home))
     report: dict[str, Any] = {"home": str(settings.home),
-                              "mode": "service" if settings.service_mode else "embedded",
+                              "mode": mode_of(settings),
                               "projects": [project_status(p) for p in projects]}
-    if settings.service_mode:
+    if report["mode"] == "service":
         from lookback.service import service_status  # Redis only in service mode
 
         service_status(settings, report)

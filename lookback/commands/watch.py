@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lookback.application.modes import mode_of
 from lookback.commands.common import add_command, load
 from lookback.errors import UserError
 from lookback.freshness import default_roots
@@ -57,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     if missing and args.paths:
         raise UserError(f"no such folder: {', '.join(missing)}")
     roots = [Path(root).expanduser() for root in roots]
-    if settings.service_mode:
+    mode = mode_of(settings)
+    if mode == "service":
         from lookback.service import queue_sink
 
         # With tokens a session never moves to another project by watching (a token's
@@ -69,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         embedded = EmbeddedSink(settings.home, namespace=settings.namespace,
                                 keep_held=bool(settings.server.tokens))
         sink, on_idle = embedded, embedded.idle  # never hold a writer lock while idle
-    mode = "Redis" if settings.service_mode else "the local indexes"
-    print(f"watching {len(roots)} folder(s), publishing to {mode}; Ctrl-C stops",
+    target = "Redis" if mode == "service" else "the local indexes"
+    print(f"watching {len(roots)} folder(s), publishing to {target}; Ctrl-C stops",
           file=sys.stderr, flush=True)
     watcher = Watcher(roots, sink, poll_seconds=poll, rescan_seconds=rescan,
                       hot_seconds=settings.watch.hot_seconds, on_idle=on_idle,

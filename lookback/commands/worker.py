@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from lookback.application.modes import mode_of
 from lookback.commands.common import add_command, load
 from lookback.errors import UserError
 
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
-    if not settings.service_mode:
+    if mode_of(settings) != "service":
         raise UserError("`lookback worker` needs a Redis: set LOOKBACK_REDIS_URL "
                         "(e.g. redis://localhost:6379/0)")
     processes = args.processes or settings.workers.processes
