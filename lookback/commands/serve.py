@@ -30,6 +30,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--mcp-provider", help="with --mcp: the provider MCP clients' results "
                         "are for (default: an unnamed remote provider; a client may name one "
                         "in its URL: /mcp?provider=anthropic)")
+    parser.add_argument("--page", action="store_true",
+                        help="also serve the read-only web page on 127.0.0.1 and print its "
+                             "one-time login URL (docs/page.md)")
+    parser.add_argument("--page-port", type=int, default=0,
+                        help="with --page: its port (default: a free one)")
     background = parser.add_mutually_exclusive_group()
     background.add_argument("--ensure", action="store_true",
                             help="return at once; start the reader in the background (detached, "
@@ -40,18 +45,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     background.add_argument("--address", action="store_true",
                             help="print, as JSON, where this data home's reader listens "
                                  "(address, socket) and the identity its /v1/health names")
+    background.add_argument("--page-url", action="store_true",
+                            help="print a new login URL of the page a `lookback serve "
+                                 "--page` of this data home serves")
     parser.add_argument("--started-by", default="user",
                         help="with --ensure: who asks (recorded for lookback doctor)")
 
 
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
+    if args.page_url:
+        return _page_url(settings)
     if args.ensure or args.stop or args.address:
         if args.host or args.port is not None:
             raise UserError("--ensure, --stop and --address are about the reader on your "
                             "Unix socket: leave out --host and --port")
         return _background(settings, args)
-    from lookback.server import make_server, serve_forever
+    from lookback.server import ReaderHTTPServer, make_server, serve_forever
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(message)s")
@@ -67,10 +77,35 @@ def run(args: argparse.Namespace) -> int:
     where: dict[str, object] = {"address": server.address}
     if not server.unix:
         where.update(host=server.server_address[0], port=server.server_address[1])
+    beside: tuple[ReaderHTTPServer, ...] = ()
+    if args.page:
+        from lookback.server.page import PageHTTPServer
+
+        try:
+            page = PageHTTPServer(server.app, args.page_port)
+        except OSError as error:
+            server.server_close()
+            server.app.close()
+            raise UserError(f"cannot serve the page on port {args.page_port}: "
+                            f"{error.strerror or error}", 1) from None
+        beside = (page,)
+        where["page"] = page.site.url_base  # the address only: the token is not logged
+        print(f"Lookback page: {page.url}", flush=True)
     logging.getLogger("lookback.server").warning(json.dumps(
         {"event": "listening", **where, "tokens": server.app.grants.required,
          "mcp": "/mcp" in server.mounts}))
-    serve_forever(server)
+    serve_forever(server, beside)
+    return 0
+
+
+def _page_url(settings: Settings) -> int:
+    from lookback.server.page import page_url
+
+    url = page_url(settings.home)
+    if url is None:
+        raise UserError("no page is served for this data home: start `lookback serve "
+                        "--page` (docs/page.md)", 1)
+    print(url)
     return 0
 
 

@@ -139,14 +139,16 @@ class ReaderApp:
 
     def handle(self, method: str, target: str, authorization: str | None,
                body: bytes, *, deadline: float | None = None,
-               forwarded: bool = False) -> Reply:
+               forwarded: bool = False, owner: bool = False) -> Reply:
         """Answer one request: ``(HTTP status, payload dict or encoded bytes, log fields)``.
 
         ``deadline`` (``time.monotonic()`` seconds) is when the answer is due: the
         transport sets it at the request's first byte, so reading it and the engine call
         share one time limit. Without one, the engine call gets the whole limit.
         ``forwarded``: another host's reader sent it (it is answered here, never
-        forwarded again)."""
+        forwarded again). ``owner``: the caller authenticated as the data home's owner
+        some other way (the page's cookie, ``lookback.server.page``), so no token is
+        asked for."""
         self._deadline.value = deadline
         self._asked.authorization = authorization
         self._asked.forwarded = forwarded
@@ -164,7 +166,8 @@ class ReaderApp:
                     # Who this reader is, asked before anything else is sent: no token
                     # needed, none given away (a client checks it first).
                     return self.identity_answer()
-            grant = self.grants.lookup(authorization) if self.grants.required else None
+            grant = self.grants.lookup(authorization) \
+                if self.grants.required and not owner else None
             if method == "GET":
                 return route(query, grant)
             return route(_parse_json(body), grant)

@@ -135,6 +135,8 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
     #: Listen backlog: a burst of connections (agents, a test run) waits in the kernel's
     #: queue instead of being dropped and retried a second later (the default is 5).
     request_queue_size = LISTEN_BACKLOG
+    #: Whether requests no mount takes reach the reader's API (the page's listener: no).
+    api = True
 
     def __init__(self, address: tuple[str, int] | str, app: ReaderApp) -> None:
         if isinstance(address, str):
@@ -236,8 +238,9 @@ class ReaderHTTPServer(socketserver.ThreadingTCPServer):
         self.mounts[path] = handler
 
 
-Mount = Callable[[str, str, dict[str, str], bytes, float | None],
-                 tuple[int, bytes, dict[str, Any]]]
+#: A mount answers (status, body, log fields), or with a fourth item, its own headers
+#: (``lookback.server.page``: HTML, cookies, a content security policy).
+Mount = Callable[[str, str, dict[str, str], bytes, float | None], tuple[Any, ...]]
 
 
 class _Request:
@@ -311,10 +314,13 @@ class _Handler(socketserver.BaseRequestHandler):
         mounted = self.server.mounts.get(urlsplit(request.target).path) \
             if self.server.mounts else None
         if mounted is not None:
-            status, payload, fields = mounted(method, request.target, request.headers,
-                                              request.body, self.deadline)
-            self._answer(request, status, payload, fields, close=not request.keep_alive)
+            status, payload, fields, *head = mounted(method, request.target, request.headers,
+                                                     request.body, self.deadline)
+            self._answer(request, status, payload, fields, close=not request.keep_alive,
+                         headers=head[0] if head else None)
             return request.keep_alive
+        if not self.server.api:  # a listener for its mounts only (the page's)
+            return self._refuse(request, ApiError(404, "not-found", "no such page"))
         status, payload, fields = self.server.app.handle(
             method, request.target, request.headers.get("authorization"), request.body,
             deadline=self.deadline, forwarded=FORWARDED_HEADER in request.headers)
@@ -420,14 +426,21 @@ class _Handler(socketserver.BaseRequestHandler):
             pass  # the client left or went quiet: nothing more to wait for
 
     def _answer(self, request: _Request | None, status: int, payload: Any,
-                fields: dict[str, Any], *, close: bool) -> None:
+                fields: dict[str, Any], *, close: bool,
+                headers: dict[str, str] | None = None) -> None:
+        """Write one answer; ``headers`` (a mount's own, content-type included) replace
+        the JSON content type and the bearer challenge."""
         data = payload if isinstance(payload, bytes) else encode(payload)
         if log.isEnabledFor(logging.INFO):  # before the answer: a client that has it sees it
             log.info(json.dumps(self._log_line(request, status, len(data), fields)))
-        head = (f"HTTP/1.1 {status} {_reason(status)}\r\nserver: lookback\r\n"
-                f"content-type: application/json\r\ncontent-length: {len(data)}\r\n")
-        if status == 401:
-            head += "www-authenticate: Bearer\r\n"
+        head = f"HTTP/1.1 {status} {_reason(status)}\r\nserver: lookback\r\n"
+        if headers is None:
+            head += f"content-type: application/json\r\ncontent-length: {len(data)}\r\n"
+            if status == 401:
+                head += "www-authenticate: Bearer\r\n"
+        else:
+            head += "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            head += f"content-length: {len(data)}\r\n"
         if close:
             head += "connection: close\r\n"
         if request is not None and request.method == "HEAD":
@@ -539,9 +552,11 @@ def warm_up() -> None:
     extract_terms("warm up `Lookback` paths/and --flags")
 
 
-def serve_forever(server: ReaderHTTPServer) -> None:
+def serve_forever(server: ReaderHTTPServer,
+                  beside: tuple[ReaderHTTPServer, ...] = ()) -> None:
     """Serve until interrupted (SIGINT) or asked to stop (SIGTERM: exit status 0), then
-    close the app (flushing the manifest)."""
+    close the app (flushing the manifest). ``beside``: listeners of the same app (the
+    page's), each on a thread of its own, closed before the app is."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop_serving)
     warm_up()
@@ -558,8 +573,14 @@ def serve_forever(server: ReaderHTTPServer) -> None:
                                     "server.public_url: other hosts cannot forward here"}))
         else:
             server.app.router.advertise(url)
+    for other in beside:
+        threading.Thread(target=other.serve_forever, name="lookback-listener",
+                         daemon=True).start()
     try:
         server.serve_forever()
     finally:
+        for other in beside:
+            other.shutdown()
+            other.server_close()
         server.server_close()
         server.app.close()

@@ -2,8 +2,8 @@
 
 Reading indexes (connections, memos), the steps' shared types (``types``), candidate
 SQL, ranking, the steps themselves (``pipeline``), automatic retrieval (and its
-point-of-action rule, ``action``), explicit history
-search, and the wire contract's request and answer types.
+point-of-action rule, ``action``), explicit history search, the page's outline of a
+session (``outline``), and the wire contract's request and answer types.
 
 The public API is ``_EXPORTS`` below (the rule is in ``lookback.query``'s docstring).
 """
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from lookback.query.search.action import MAX_ACTION_RESULTS as MAX_ACTION_RESULTS
     from lookback.query.search.action import informative as informative
     from lookback.query.search.history import HistorySearch as HistorySearch
+    from lookback.query.search.outline import list_sessions as list_sessions
+    from lookback.query.search.outline import session_tree as session_tree
+    from lookback.query.search.outline import with_excerpts as with_excerpts
     from lookback.query.search.pipeline import times_of as times_of
     from lookback.query.search.ranking import row_parts as row_parts
     from lookback.query.search.reader import IndexReader as IndexReader
@@ -48,6 +51,9 @@ _EXPORTS = {
     "row_parts": "ranking",
     "informative": "action",
     "MAX_ACTION_RESULTS": "action",
+    "list_sessions": "outline",
+    "session_tree": "outline",
+    "with_excerpts": "outline",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -101,6 +101,7 @@ def test_the_sdist_and_the_wheel_carry_what_a_user_needs(installed):
     with tarfile.open(installed.sdist) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert "LICENSE" in names and "integrations/pi/index.ts" in names and "docs/usage.md" in names
+    assert "lookback/server/static/page.js" in names
     assert not {name for name in names if name.startswith(("tests/", "bench/"))}  # ships none
     with zipfile.ZipFile(installed.wheel) as wheel:
         files = set(wheel.namelist())
@@ -108,7 +109,10 @@ def test_the_sdist_and_the_wheel_carry_what_a_user_needs(installed):
         meta = wheel.read(metadata).decode()
     assert {"lookback/integrations/pi/index.ts", "lookback/integrations/pi/package.json",
             "lookback/integrations/pi/src/autostart.ts", "lookback/docs/usage.md",
-            "lookback/docs/mcp.md", "lookback/py.typed"} <= files
+            "lookback/docs/mcp.md", "lookback/py.typed",
+            "lookback/server/static/index.html",  # the page's files
+            "lookback/server/static/page.js", "lookback/server/static/page.css",
+            "lookback/docs/page.md", "lookback/docs/page/session.png"} <= files
     assert not any("/test/" in name or name.startswith("tests/") for name in files)
     assert any(name.endswith("licenses/LICENSE") or name.endswith(".dist-info/LICENSE")
                for name in files)
