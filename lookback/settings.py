@@ -158,6 +158,16 @@ class Codex(Section, frozen=True):
     max_thread_tokens: Positive = 10_000
 
 
+class Action(Section, frozen=True):
+    """Point-of-action evidence: before a tool call, the compacted history about what it
+    touches (Claude Code's and Codex's PreToolUse hooks, Pi's tool_call event)."""
+
+    #: ``lookback install`` registers it (false: it removes it; Pi's extension asks nothing)
+    enabled: bool = True
+    #: the evidence one tool call may add, in tokens (at most 3 entries)
+    max_tokens: Positive = 1000
+
+
 class Manifest(Section, frozen=True):
     keep_per_session: Positive = 50
 
@@ -214,6 +224,7 @@ class Settings(Section, frozen=True):
     watch: Watch = Watch()
     claude_code: ClaudeCode = ClaudeCode()
     codex: Codex = Codex()
+    action: Action = Action()
     manifest: Manifest = Manifest()
     workers: Workers = Workers()
     reader: Reader = Reader()

@@ -232,3 +232,43 @@ def test_codex_is_named_wherever_the_agents_are_listed(tmp_path, capsys):
     notes.write_text('{"hello": "world"}\n')
     with pytest.raises(NotASession, match="no Codex session_meta"):
         peek_header(notes)
+
+
+def test_the_point_of_action_hook_comes_with_the_prompt_hook_and_goes_when_turned_off(
+        user, capsys, monkeypatch):
+    local = user / "work" / ".claude" / "settings.local.json"
+    assert lookback("install", "claude-code") == 0
+    hooks = json.loads(local.read_text())["hooks"]
+    [group] = hooks["PreToolUse"]
+    assert group["matcher"] == "Read|Edit|MultiEdit|Write|NotebookEdit|Bash|Grep|Glob"
+    command = shlex.split(group["hooks"][0]["command"])
+    assert command[1:3] == ["-S", "-I"] and command[3].endswith("action_hook.py")
+    assert command[command.index("--agent") + 1] == "claude-code"
+    assert command[command.index("--max-tokens") + 1] == "1000"
+    assert "claude_hook.py" in json.dumps(hooks["UserPromptSubmit"])
+    monkeypatch.setenv("LOOKBACK_ACTION__ENABLED", "false")
+    assert lookback("install", "claude-code") == 0
+    hooks = json.loads(local.read_text())["hooks"]
+    assert "PreToolUse" not in hooks and "claude_hook.py" in json.dumps(hooks)
+    monkeypatch.delenv("LOOKBACK_ACTION__ENABLED")
+    assert lookback("install", "claude-code") == 0
+    assert lookback("uninstall", "claude-code") == 0
+    assert not local.exists()
+
+
+def test_codex_trusts_the_point_of_action_hook_and_forgets_it_when_turned_off(
+        user, capsys, monkeypatch):
+    codex = user / ".codex"
+    codex.mkdir()
+    assert lookback("install", "codex") == 0
+    hooks_file = codex / "hooks.json"
+    [group] = json.loads(hooks_file.read_text())["hooks"]["PreToolUse"]
+    assert "matcher" not in group and "--agent codex" in group["hooks"][0]["command"]
+    trusted = codex_config.trusted_hashes(tomllib.loads((codex / "config.toml").read_text()))
+    assert trusted[codex_config.hook_key(hooks_file, "PreToolUse", 0, 0)] == \
+        codex_config.hook_hash("PreToolUse", group["hooks"][0])
+    monkeypatch.setenv("LOOKBACK_ACTION__ENABLED", "false")
+    assert lookback("install", "codex") == 0
+    assert "PreToolUse" not in json.loads(hooks_file.read_text())["hooks"]
+    trusted = codex_config.trusted_hashes(tomllib.loads((codex / "config.toml").read_text()))
+    assert list(trusted) == [codex_config.hook_key(hooks_file, "UserPromptSubmit", 0, 0)]

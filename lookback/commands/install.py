@@ -7,10 +7,11 @@ own module) removes what this writes, and ``--print`` shows each change without 
   the reader with it), and lists that folder in ``packages`` of Pi's ``settings.json``
   (``$PI_CODING_AGENT_DIR``, default ``~/.pi/agent``) — in place of any earlier Lookback
   entry, so Pi never loads two.
-- **claude-code**: one ``UserPromptSubmit`` command hook in the project's personal
+- **claude-code**: one ``UserPromptSubmit`` command hook (and, with ``action.enabled``, one
+  ``PreToolUse`` hook: ``lookback.action_hook``) in the project's personal
   ``.claude/settings.local.json`` (``--shared``: ``.claude/settings.json``, committed with the
   project; ``--user``: the user's ``settings.json``).
-- **codex**: the same hook in ``$CODEX_HOME/hooks.json`` (default ``~/.codex``) and its trust
+- **codex**: the same hooks in ``$CODEX_HOME/hooks.json`` (default ``~/.codex``) and its trust
   entry in ``$CODEX_HOME/config.toml`` (``lookback.codex_config``), without which ``codex
   exec`` skips it silently.
 
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lookback import claude_hook, codex_config, codex_hook, pi_package
+from lookback import action_hook, claude_hook, codex_config, codex_hook, pi_package
 from lookback.background import tcp_url
 from lookback.commands.common import add_command, load
 from lookback.commands.hook import codex_budget, hook_budget
@@ -45,6 +46,10 @@ from lookback.settings import Settings
 #: Marks the hook entry this command owns, so a re-run replaces it.
 MARK = "claude_hook.py"
 CODEX_MARK = "codex_hook.py"
+ACTION_MARK = "action_hook.py"
+ACTION_EVENT = "PreToolUse"
+#: The Claude Code tools whose calls touch a file, a command or a pattern.
+ACTION_MATCHER = "Read|Edit|MultiEdit|Write|NotebookEdit|Bash|Grep|Glob"
 AGENTS = ("pi", "claude-code", "codex")
 
 
@@ -52,7 +57,8 @@ SUMMARY = "wire Lookback into an agent: `lookback install pi|claude-code|codex`"
 DESCRIPTION = """Wire Lookback into an agent with absolute commands (this install's Python), so
 nothing depends on the agent's PATH. pi: copy the Pi extension shipped with Lookback into
 <home>/pi-extension, record this install's command beside it and add it to the packages of
-Pi's settings.json. claude-code: a UserPromptSubmit hook in the project's personal
+Pi's settings.json. claude-code: a UserPromptSubmit hook (and a PreToolUse hook for evidence at
+the point of action, unless action.enabled is false) in the project's personal
 .claude/settings.local.json (--shared: .claude/settings.json, committed with the project;
 --user: ~/.claude/settings.json). codex: the hook in $CODEX_HOME/hooks.json, trusted in its
 config.toml. Nothing to start afterwards: the extension and the hooks start the reader on first
@@ -99,6 +105,13 @@ def codex_hook_command(settings: Settings, python: str = sys.executable) -> str:
                     "--thread-tokens", str(section.max_thread_tokens))
 
 
+def action_hook_command(settings: Settings, agent: str, python: str = sys.executable) -> str:
+    """The shell command Claude Code (Codex) runs before each tool call."""
+    section = settings.claude_code if agent == "claude-code" else settings.codex
+    return _command(python, action_hook.__file__, settings, section.provider,
+                    section.hook_timeout_ms, settings.action.max_tokens, "--agent", agent)
+
+
 def _command(python: str, script: str, settings: Settings, provider: str, timeout_ms: float,
              budget: int, *extra: str) -> str:
     url = tcp_url(settings)  # none: the reader on the user's Unix socket for --home
@@ -116,6 +129,18 @@ def hook_entry(settings: Settings) -> dict[str, Any]:
                        "timeout": seconds}]}
 
 
+def action_hook_entry(settings: Settings, agent: str) -> dict[str, Any]:
+    """The PreToolUse group: before the tools that read, edit, run or search (Claude Code's
+    by ``ACTION_MATCHER``; Codex's every tool: its names differ by version), likewise
+    timed."""
+    section = settings.claude_code if agent == "claude-code" else settings.codex
+    seconds = int(section.hook_timeout_ms // 1000) + 2
+    handler = {"type": "command", "command": action_hook_command(settings, agent),
+               "timeout": seconds}
+    matcher = {"matcher": ACTION_MATCHER} if agent == "claude-code" else {}
+    return {**matcher, "hooks": [handler]}
+
+
 def codex_hook_entry(settings: Settings) -> dict[str, Any]:
     """Codex's UserPromptSubmit group (its timeout in seconds, likewise above ours)."""
     seconds = int(settings.codex.hook_timeout_ms // 1000) + 2
@@ -124,12 +149,12 @@ def codex_hook_entry(settings: Settings) -> dict[str, Any]:
 
 
 def merged(existing: dict[str, Any], entry: dict[str, Any], source: Path,
-           mark: str = MARK) -> dict[str, Any]:
+           mark: str = MARK, event: str = "UserPromptSubmit") -> dict[str, Any]:
     """``existing`` settings (read from ``source``) with ``entry`` as the only Lookback
-    UserPromptSubmit hook: in the place of the previous one (Codex's trust keys name
+    ``event`` hook: in the place of the previous one (Codex's trust keys name
     positions), else last. UserError when their ``hooks`` are not shaped as the agents
     read them: guessing would split a string into letters or drop a table's values."""
-    hooks, present = _hook_list(existing, source)
+    hooks, present = _hook_list(existing, source, event)
     groups: list[Any] = []
     placed = False
     for group in present:
@@ -138,24 +163,24 @@ def merged(existing: dict[str, Any], entry: dict[str, Any], source: Path,
         elif not placed:
             groups.append(entry)
             placed = True
-    hooks["UserPromptSubmit"] = groups if placed else [*groups, entry]
+    hooks[event] = groups if placed else [*groups, entry]
     return {**existing, "hooks": hooks}
 
 
-def without_hook(existing: dict[str, Any], source: Path,
-                 mark: str = MARK) -> tuple[dict[str, Any], list[int]]:
-    """``existing`` without Lookback's UserPromptSubmit groups, and their positions; the
+def without_hook(existing: dict[str, Any], source: Path, mark: str = MARK,
+                 event: str = "UserPromptSubmit") -> tuple[dict[str, Any], list[int]]:
+    """``existing`` without Lookback's ``event`` groups, and their positions; the
     list and ``hooks`` go too when nothing else is in them (install created them)."""
-    hooks, present = _hook_list(existing, source)
+    hooks, present = _hook_list(existing, source, event)
     removed = [i for i, group in enumerate(present) if mark in json.dumps(group)]
     if not removed:
         return existing, []
     kept = [group for i, group in enumerate(present) if i not in removed]
     document = dict(existing)
     if kept:
-        hooks["UserPromptSubmit"] = kept
+        hooks[event] = kept
     else:
-        hooks.pop("UserPromptSubmit", None)
+        hooks.pop(event, None)
     if hooks:
         document["hooks"] = hooks
     else:
@@ -163,11 +188,12 @@ def without_hook(existing: dict[str, Any], source: Path,
     return document, removed
 
 
-def _hook_list(existing: dict[str, Any], source: Path) -> tuple[dict[str, Any], list[Any]]:
+def _hook_list(existing: dict[str, Any], source: Path,
+               event: str = "UserPromptSubmit") -> tuple[dict[str, Any], list[Any]]:
     hooks = existing.get("hooks") or {}
-    present = hooks.get("UserPromptSubmit") or [] if isinstance(hooks, dict) else None
+    present = hooks.get(event) or [] if isinstance(hooks, dict) else None
     if not isinstance(present, list):
-        raise UserError(f"{source}: `hooks` must be an object and its `UserPromptSubmit` a "
+        raise UserError(f"{source}: `hooks` must be an object and its `{event}` a "
                         "list; fix or move it first")
     return dict(hooks), present
 
@@ -277,8 +303,19 @@ def claude_flags_only(args: argparse.Namespace) -> None:
 
 def install_claude(settings: Settings, target: Path) -> list[Change]:
     before = codex_config.read_json(target)
-    found = json_change(target, merged(before, hook_entry(settings), target), before)
+    document = with_action(settings, merged(before, hook_entry(settings), target), target,
+                           "claude-code")
+    found = json_change(target, document, before)
     return [found] if found else []
+
+
+def with_action(settings: Settings, document: dict[str, Any], source: Path,
+                agent: str) -> dict[str, Any]:
+    """``document`` with Lookback's PreToolUse hook when ``action.enabled``, else without."""
+    if settings.action.enabled:
+        return merged(document, action_hook_entry(settings, agent), source, ACTION_MARK,
+                      ACTION_EVENT)
+    return without_hook(document, source, ACTION_MARK, ACTION_EVENT)[0]
 
 
 def install_codex_changes(settings: Settings, home: Path) -> list[Change]:
@@ -288,15 +325,48 @@ def install_codex_changes(settings: Settings, home: Path) -> list[Change]:
     before = codex_config.read_json(hooks_file)
     document = merged(before, codex_hook_entry(settings), hooks_file, CODEX_MARK)
     codex_config.read_toml(config_file)  # a broken file is the user's to fix, not ours
-    groups = document["hooks"]["UserPromptSubmit"]
-    position = next(i for i, g in enumerate(groups) if CODEX_MARK in json.dumps(g))
-    handler = groups[position]["hooks"][0]
-    key = codex_config.hook_key(hooks_file, "UserPromptSubmit", position, 0)
     text = config_file.read_text(encoding="utf-8") if config_file.exists() else ""
-    trusted = codex_config.with_trust(text, key,
-                                      codex_config.hook_hash("UserPromptSubmit", handler))
+    trusted = _trusted(text, hooks_file, document, "UserPromptSubmit", CODEX_MARK)
+    if settings.action.enabled:
+        document = with_action(settings, document, hooks_file, "codex")
+        trusted = _trusted(trusted, hooks_file, document, ACTION_EVENT, ACTION_MARK)
+    else:
+        groups = document.get("hooks", {}).get(ACTION_EVENT) or []
+        document, removed = without_hook(document, hooks_file, ACTION_MARK, ACTION_EVENT)
+        trusted = untrusted(trusted, hooks_file, ACTION_EVENT, groups, removed)
     return [c for c in (json_change(hooks_file, document, before), change(config_file, trusted))
             if c]
+
+
+def untrusted(text: str, hooks_file: Path, event: str, groups: list[Any],
+              removed: list[int]) -> str:
+    """``config.toml``'s ``text`` without the trust of the ``event`` groups at ``removed``
+    positions, and the trust entries of the groups after them moved up (Codex's keys name
+    positions)."""
+    kept = 0
+    for position, group in enumerate(groups):
+        handlers = group.get("hooks") if isinstance(group, dict) else None
+        count = len(handlers) if isinstance(handlers, list) else 1
+        for handler in range(count):
+            key = codex_config.hook_key(hooks_file, event, position, handler)
+            if position in removed:
+                text = codex_config.without_trust(text, key)
+            elif kept != position:
+                text = codex_config.renamed_trust(text, key, codex_config.hook_key(
+                    hooks_file, event, kept, handler))
+        kept += position not in removed
+    return text
+
+
+def _trusted(text: str, hooks_file: Path, document: dict[str, Any], event: str,
+             mark: str) -> str:
+    """``config.toml``'s ``text`` trusting Lookback's ``event`` hook as ``document`` has it."""
+    groups = document["hooks"][event]
+    position = next(i for i, g in enumerate(groups) if mark in json.dumps(g))
+    group = groups[position]
+    key = codex_config.hook_key(hooks_file, event, position, 0)
+    return codex_config.with_trust(text, key, codex_config.hook_hash(
+        event, group["hooks"][0], group.get("matcher")))
 
 
 def install_codex(settings: Settings, home: Path) -> tuple[Path, Path]:
@@ -352,12 +422,17 @@ def lists_folder(entry: Any, settings_file: Path, folder: Path) -> bool:
     return path is not None and os.path.abspath(path) == os.path.abspath(folder)
 
 
+def _events(settings: Settings) -> str:
+    return "UserPromptSubmit and PreToolUse hooks" if settings.action.enabled \
+        else "UserPromptSubmit hook"
+
+
 def run(args: argparse.Namespace) -> int:
     settings = load(args)
     if args.agent == "claude-code":
         target = claude_settings_file(args)
-        done = f"installed the Lookback UserPromptSubmit hook in {target}; it starts the " \
-            "reader on first use"
+        done = f"installed the Lookback {_events(settings)} in {target}; it starts " \
+            "the reader on first use"
         shared = target.with_name("settings.json")
         if target.name == "settings.local.json" and MARK in json.dumps(
                 codex_config.read_json(shared)):  # an earlier version's: Claude runs both
@@ -368,7 +443,7 @@ def run(args: argparse.Namespace) -> int:
     if args.agent == "codex":
         home = codex_config.codex_home()
         return finish(args, install_codex_changes(settings, home),
-                      f"installed the Lookback UserPromptSubmit hook in {home / 'hooks.json'} "
+                      f"installed the Lookback {_events(settings)} in {home / 'hooks.json'} "
                       f"and trusted it in {home / 'config.toml'}; it starts the reader on first "
                       "use")
     settings_file = pi_settings_file()

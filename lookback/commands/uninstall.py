@@ -12,6 +12,8 @@ from pathlib import Path
 from lookback import codex_config
 from lookback.commands.common import add_command, load
 from lookback.commands.install import (
+    ACTION_EVENT,
+    ACTION_MARK,
     CODEX_MARK,
     Change,
     add_arguments,
@@ -23,6 +25,7 @@ from lookback.commands.install import (
     lists_folder,
     pi_extension_dir,
     pi_settings_file,
+    untrusted,
     without_hook,
 )
 from lookback.settings import Settings
@@ -44,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def uninstall_claude(target: Path) -> list[Change]:
     before = codex_config.read_json(target)
     document, _ = without_hook(before, target)
+    document, _ = without_hook(document, target, ACTION_MARK, ACTION_EVENT)
     found = json_change(target, document, before)
     return [found] if found else []
 
@@ -54,23 +58,16 @@ def uninstall_codex(home: Path) -> list[Change]:
     hooks_file, config_file = home / "hooks.json", home / "config.toml"
     before = codex_config.read_json(hooks_file)
     document, removed = without_hook(before, hooks_file, CODEX_MARK)
+    document, removed_action = without_hook(document, hooks_file, ACTION_MARK, ACTION_EVENT)
     changes = [c for c in [json_change(hooks_file, document, before)] if c]
-    if not removed or not config_file.exists():
+    if not (removed or removed_action) or not config_file.exists():
         return changes
     text = config_file.read_text(encoding="utf-8")
-    groups = before["hooks"]["UserPromptSubmit"]
-    kept = 0
-    for position, group in enumerate(groups):
-        handlers = group.get("hooks") if isinstance(group, dict) else None
-        count = len(handlers) if isinstance(handlers, list) else 1
-        for handler in range(count):
-            key = codex_config.hook_key(hooks_file, "UserPromptSubmit", position, handler)
-            if position in removed:
-                text = codex_config.without_trust(text, key)
-            elif kept != position:
-                text = codex_config.renamed_trust(text, key, codex_config.hook_key(
-                    hooks_file, "UserPromptSubmit", kept, handler))
-        kept += position not in removed
+    hooks = before["hooks"]
+    text = untrusted(text, hooks_file, "UserPromptSubmit", hooks.get("UserPromptSubmit") or [],
+                     removed)
+    text = untrusted(text, hooks_file, ACTION_EVENT, hooks.get(ACTION_EVENT) or [],
+                     removed_action)
     current = config_file.read_text(encoding="utf-8")
     if not text.strip():  # install created it for the trust entry alone: it goes too
         changes.append(Change(config_file, None, current))

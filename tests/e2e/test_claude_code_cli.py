@@ -8,6 +8,10 @@ prompt asks about both, and the request Claude Code sends to the model is inspec
 - with the reader up, it carries the hook's evidence quoting the first turn, and no entry of the
   live context;
 - with the reader down, it is exactly the request Claude Code sends with no hook installed.
+
+The PreToolUse hook (point-of-action evidence): after a compaction, an edit of a file whose
+decision was compacted away gets that decision with the edit's result; an edit of a file with
+no compacted history gets nothing; a second edit of the first file gets nothing new.
 """
 
 from __future__ import annotations
@@ -151,3 +155,79 @@ def test_reader_down_the_request_is_what_claude_code_sends_without_the_hook(
     sent, plain = main_request(with_hook.requests), main_request(without.requests)
     assert hook_contexts(sent) == []
     assert sent == plain  # the same body, field for field, nothing left out
+
+
+# -- evidence at the point of action (PreToolUse) ---------------------------------------------
+
+DECISION = ("Decision for src/ledger.py: amounts stay integer cents, never floats, because "
+            "float rounding broke the invoice totals in March.")
+PRE_TOOL_PREFIX = "PreToolUse:Edit hook additional context:"
+FOOTER = "[END DS4 HISTORICAL EVIDENCE]"
+
+
+def edit_prompt(project: Path, name: str) -> str:
+    arguments = {"file_path": str(project / "src" / name), "old_string": "total = 0",
+                 "new_string": "total = 0.0"}
+    return f"CALL_TOOL Edit {json.dumps(arguments)}"
+
+
+def pre_tool_contexts(requests: list[dict]) -> list[str]:
+    """The PreToolUse hook's contexts as Claude Code placed them into the model requests
+    (``PreToolUse:<tool> hook additional context: …`` in a user message)."""
+    found = []
+    for request in requests:
+        for message in request["messages"]:
+            text = text_of(message.get("content"))
+            for part in text.split(PRE_TOOL_PREFIX)[1:]:
+                found.append(part.split(FOOTER)[0] + FOOTER)
+    return found
+
+
+def test_an_edit_gets_the_compacted_decision_about_its_file(claude_command, model, tmp_path):
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    for name in ("ledger.py", "report.py"):
+        (project / "src" / name).write_text("total = 0\n", encoding="utf-8")
+    runner = ClaudeRunner(claude_command, model, tmp_path / "home")
+    runner.home.mkdir()
+    for prompt, flags in ((DECISION, ()), ("/compact", ("--continue",))):
+        run = runner.run(project, prompt, *flags)
+        assert run.returncode == 0, run.stderr
+    [session_file] = runner.session_files()
+    decided = next(r for r in read_jsonl(session_file)
+                   if r.get("type") == "user" and r["message"]["content"] == DECISION)
+    assert decided["uuid"] not in in_context_ids(session_file)
+
+    env = {"LOOKBACK_HOME": str(tmp_path / "lookback"),
+           "LOOKBACK_CLAUDE_CODE__HOOK_TIMEOUT_MS": "20000",
+           "LOOKBACK_FRESHNESS__WAIT_MS": "15000"}
+    lookback("install", "claude-code", "--project", str(project), env=env)
+    settings = json.loads((project / ".claude" / "settings.local.json").read_text())
+    assert "action_hook.py" in json.dumps(settings["hooks"]["PreToolUse"])
+    url = local_reader.address(tmp_path / "lookback")
+    with reader_process([LOOKBACK, "serve"], url, env):
+        ledger = runner.run(project, edit_prompt(project, "ledger.py"), "--continue",
+                            "--permission-mode", "acceptEdits")
+        report = runner.run(project, edit_prompt(project, "report.py"), "--continue",
+                            "--permission-mode", "acceptEdits")
+        again = runner.run(project, edit_prompt(project, "ledger.py"), "--continue",
+                           "--permission-mode", "acceptEdits")
+    assert {ledger.returncode, report.returncode, again.returncode} == {0}, ledger.stderr
+    [context] = pre_tool_contexts(ledger.requests)
+    assert f"Source entry: {decided['uuid']}" in context
+    assert "integer cents" in context
+    # Only the request after the call carries it: the model gets it with the call's result.
+    first, after = ledger.requests[0], ledger.requests[-1]
+    assert pre_tool_contexts([first]) == [] and pre_tool_contexts([after]) == [context]
+    # No compacted history about report.py: nothing new (the ledger's context is history now).
+    assert set(pre_tool_contexts(report.requests)) == {context}
+    # The decision is in the model's context since the first edit: not quoted twice.
+    assert set(pre_tool_contexts(again.requests)) == {context}
+    persisted = [r["attachment"] for r in read_jsonl(session_file)
+                 if r.get("type") == "attachment"
+                 and r["attachment"].get("type") == "hook_additional_context"
+                 and r["attachment"].get("hookEvent") == "PreToolUse"]
+    assert len(persisted) == 1 and decided["uuid"] in json.dumps(persisted)
+    # the edits ran: the hook changed nothing of the calls themselves
+    assert (project / "src" / "ledger.py").read_text() == "total = 0.0.0\n"
+    assert (project / "src" / "report.py").read_text() == "total = 0.0\n"
