@@ -12,6 +12,10 @@ sends to the model is inspected:
   twice;
 - with the reader down (or failing), it is the request Codex sends with no hook installed:
   every input item's type, role and texts, and every other field of the body, equal.
+
+The PreToolUse hook (point-of-action evidence): after a compaction, a command on a file whose
+decision was compacted away gets that decision with the call's output; a command on a file
+with no compacted history gets nothing.
 """
 
 from __future__ import annotations
@@ -253,3 +257,58 @@ def _hooks_list(binary: Path, codex_home: Path, cwd: Path) -> list[dict]:
         process.stdin.close()
         process.terminate()
         process.wait(timeout=30)
+
+
+# -- evidence at the point of action (PreToolUse) ---------------------------------------------
+
+DECISION = "D1: Decision for src/ledger.py: amounts stay integer cents, never floats."
+
+
+def test_a_command_on_a_file_gets_the_compacted_decision_about_it(codex_binary, model,
+                                                                   tmp_path):
+    project = make_project(tmp_path / "project")
+    for name in ("ledger.py", "report.py"):
+        (project / "src" / name).write_text("total = 0\n", encoding="utf-8")
+    runner = CodexRunner(codex_binary, model, tmp_path / "codex")
+    runner.setup()
+    first = runner.run(project, "--json", DECISION)
+    assert first.returncode == 0, first.stderr
+    thread = thread_id_of(first)
+    turn = runner.run(project, "resume", "--json", "-c", "model_auto_compact_token_limit=2000",
+                      thread, "D2: Acknowledge the zebra-quartz marker.")
+    assert turn.returncode == 0 and any(r.kind == "compaction" for r in turn.requests)
+    lines = read_jsonl(rollout_of(runner, thread))
+    reply = next(o["payload"] for o in lines if o["type"] == "response_item"
+                 and o["payload"].get("role") == "assistant"
+                 and "integer cents" in item_text(o["payload"]))
+    [compaction] = [o for o in lines if o["type"] == "compacted"]
+    assert reply["id"] not in {i.get("id") for i in compaction["payload"]["replacement_history"]}
+
+    env = {"LOOKBACK_HOME": str(tmp_path / "lookback"),
+           "LOOKBACK_CODEX__HOOK_TIMEOUT_MS": "20000", "LOOKBACK_FRESHNESS__WAIT_MS": "15000",
+           "CODEX_HOME": str(runner.codex_home)}
+    lookback("install", "codex", env=env)
+    # The prompt names the command, so the prompt hook would quote the decision first: leave
+    # only the PreToolUse hook (its trust entry names its own event and position).
+    hooks_file = runner.codex_home / "hooks.json"
+    hooks = json.loads(hooks_file.read_text())
+    del hooks["hooks"]["UserPromptSubmit"]
+    hooks_file.write_text(json.dumps(hooks))
+    url = local_reader.address(tmp_path / "lookback")
+    with reader_process([LOOKBACK, "serve"], url, env):
+        ledger = runner.run(project, "resume", "--json", thread,
+                            "D3: Rename it. TOOL: sed -i s/total/amount/ src/ledger.py")
+        report = runner.run(project, "resume", "--json", thread,
+                            "D4: Rename it. TOOL: sed -i s/total/amount/ src/report.py")
+    assert ledger.returncode == 0 and report.returncode == 0, ledger.stderr + report.stderr
+    after = [r for r in ledger.requests
+             if any(i.get("type") == "function_call_output" for i in r.body["input"])]
+    [context] = [text for r in after for text in evidence_of(r)]
+    # Codex places it between the call and its output, as a developer message.
+    kinds = [(i.get("type"), i.get("role")) for i in after[0].body["input"][-3:]]
+    assert kinds == [("function_call", None), ("message", "developer"),
+                     ("function_call_output", None)]
+    assert f"Source entry: {reply['id']} (session {thread})" in context
+    assert "integer cents" in context
+    assert not [text for r in report.requests for text in evidence_of(r) if text != context]
+    assert (project / "src" / "ledger.py").read_text() == "amount = 0\n"  # the call ran
