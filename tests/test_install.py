@@ -188,6 +188,8 @@ def test_pi_install_copies_the_extension_with_this_installs_command(user, capsys
     assert shipped is not None and pi_package.is_package(copy)
     assert pi_package.shipped_files(copy) == pi_package.shipped_files(shipped)
     assert pi_package.recorded_command(copy) == pi_package.this_command()
+    recorded = json.loads((copy / pi_package.COMMAND_FILE).read_text())
+    assert recorded["action"] == {"enabled": True, "max_tokens": 1000}  # point of action: on
     assert json.loads((agent / "settings.json").read_text()) == {"packages": [str(copy)]}
 
 

@@ -19,9 +19,11 @@
  */
 
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { ActionEvidence } from "./src/action.ts";
 import { ReaderStarter, isLocal } from "./src/autostart.ts";
 import { COMMAND_TIMEOUT_MS, registerHistoryTool } from "./src/history-tool.ts";
 import { NUDGE_TIMEOUT_MS, ReaderClient, deadline, describe } from "./src/reader-client.ts";
+import { field } from "./src/messages.ts";
 import { renderManifest, renderRetrieved } from "./src/rendering.ts";
 import { type LastRetrieval, retrieveAndPlan } from "./src/retrieve.ts";
 import { type SessionView, persisted } from "./src/session-view.ts";
@@ -49,6 +51,8 @@ export default function lookback(pi: ExtensionAPI): void {
 	let reader: ReaderClient | undefined;
 	const starter = new ReaderStarter(settings, log);
 	let last: LastRetrieval | undefined;
+	// Evidence at the point of action: asked at each tool call, placed by the context event.
+	const action = new ActionEvidence(settings.timeoutMs, settings.actionMaxTokens, log);
 	// The session file as plain data, captured while the ctx is live: handlers that run after Pi
 	// closed the ctx (print mode ends with a compaction) must never touch it again.
 	let sessionFile: string | undefined;
@@ -89,8 +93,34 @@ export default function lookback(pi: ExtensionAPI): void {
 		reader = undefined;
 	});
 
+	pi.on("tool_call", (event, ctx) => {
+		// Never throws and never waits: a throwing tool_call handler would block the tool.
+		try {
+			if (settings.disabled || !settings.action || !reader) return undefined;
+			remember(ctx);
+			const provider = field(ctx.model, "provider");
+			action.ask(reader, sessionFile, typeof provider === "string" ? provider : undefined, event, ctx.cwd);
+		} catch (error) {
+			log(`tool evidence skipped: ${describe(error)}`);
+		}
+		return undefined;
+	});
+
 	pi.on("context", async (event, ctx) => {
 		if (settings.disabled || !reader) return undefined;
+		const retrieved = await retrieveForPrompt(reader, event.messages, ctx);
+		if (!settings.action) return retrieved;
+		try {
+			const placed = await action.place(retrieved?.messages ?? event.messages);
+			return placed ? { messages: placed } : retrieved;
+		} catch (error) {
+			log(`tool evidence not placed: ${describe(error)}`);
+			return retrieved;
+		}
+	});
+
+	const retrieveForPrompt = async <M extends object>(reader: ReaderClient, messages: M[], ctx: ExtensionContext) => {
+		const event = { messages };
 		const started = performance.now();
 		const signal = ctx.signal;
 		try {
@@ -117,7 +147,7 @@ export default function lookback(pi: ExtensionAPI): void {
 			notAnswering(why);
 			return undefined;
 		}
-	});
+	};
 
 	// Nudges are a hint: the reader also keeps sessions fresh on its own, so a lost one costs nothing.
 	const nudge = (_event: unknown, ctx: ExtensionContext) => {
@@ -129,6 +159,7 @@ export default function lookback(pi: ExtensionAPI): void {
 	pi.on("session_tree", nudge);
 	// After a compaction Pi may already have shut the session down (print mode): use only data.
 	pi.on("session_compact", () => {
+		action.reset();
 		if (!settings.disabled) reader?.nudge(sessionFile, log);
 	});
 

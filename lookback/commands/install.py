@@ -386,8 +386,11 @@ def install_pi(settings: Settings, settings_file: Path) -> list[Change]:
     wanted = {name: data.decode("utf-8") for name, data in
               pi_package.shipped_files(shipped).items()}
     # The data home too: the extension finds its reader's socket by it (src/local-reader.ts).
+    # The action settings too: the extension answers tool calls unless they turn it off.
     wanted[pi_package.COMMAND_FILE] = json.dumps(
-        {"command": pi_package.this_command(), "home": str(settings.home)}, indent=2) + "\n"
+        {"command": pi_package.this_command(), "home": str(settings.home),
+         "action": {"enabled": settings.action.enabled,
+                    "max_tokens": settings.action.max_tokens}}, indent=2) + "\n"
     changes = [c for name, text in sorted(wanted.items())
                if (c := change(folder / name, text))]
     changes += [Change(folder / name, None, None) for name in copied_files(folder)

@@ -187,3 +187,42 @@ def test_a_socket_that_is_not_this_homes_reader_receives_no_prompt(
     assert "INJECTED" not in json.dumps(run.requests[0])
     assert impostor.seen and set(impostor.seen) == {"GET /v1/health?projects=0"}
     assert "not ours: another data home's reader" in run.stderr
+
+
+def test_a_tool_call_on_a_file_gets_its_compacted_history_after_the_result(
+    run_pi, fake_model: harness.FakeModelServer, session_file, tmp_path, project_dir
+):
+    """Evidence at the point of action: the compacted answer about `messages.ts` comes back
+    with the result of a read of that file, and nothing with a read of a file it never named."""
+    home = tmp_path / "home"
+    index_session(home, session_file)
+    _, entries = harness.read_session(session_file)
+    about_it = harness.entry_with_text(entries, "assistant", "declaration merging in `messages.ts`")
+    (project_dir / "src").mkdir(exist_ok=True)
+    for name in ("messages.ts", "other.ts"):
+        (project_dir / "src" / name).write_text("export const x = 1;\n", encoding="utf-8")
+
+    with harness.reader_process([LOOKBACK, "serve"], local_reader.address(home),
+                                lookback_env(home)):
+        fake_model.script = [harness.tool_call_reply(
+            "read", {"path": str(project_dir / "src" / "messages.ts")})]
+        run = run_pi(session_file, "Go on.", harness.local_pi_env(home))
+        fake_model.script = [harness.tool_call_reply(
+            "read", {"path": str(project_dir / "src" / "other.ts")})]
+        other = run_pi(session_file, "Go on.", harness.local_pi_env(home))
+
+    assert run.returncode == 0 and other.returncode == 0, run.stderr + other.stderr
+    first, after = run.requests[0], run.requests[-1]
+    roles = [m.get("role") for m in after["messages"]]
+    placed = [i for i, m in enumerate(after["messages"])
+              if harness.EVIDENCE_HEADER in json.dumps(m, ensure_ascii=False)]
+    assert placed and all(roles[i - 1] in ("tool", "user") for i in placed)
+    assert roles[placed[0] - 1] == "tool"  # right after the call's result
+    [text] = [harness.message_text(after["messages"][i]) if isinstance(
+        after["messages"][i].get("content"), list) else after["messages"][i]["content"]
+        for i in placed]
+    assert f"Source entry: {about_it['id']}" in text and "messages.ts" in text
+    assert not harness.any_evidence(first)  # nothing before the call
+    last = other.requests[-1]
+    assert [m for m in last["messages"] if harness.EVIDENCE_HEADER in json.dumps(m)][-1:] in (
+        [], [after["messages"][placed[0]]])  # no new evidence for other.ts

@@ -4,6 +4,8 @@
  */
 
 import { readFileSync } from "node:fs";
+import { DEFAULT_ACTION_TOKENS } from "./action.ts";
+import { field } from "./messages.ts";
 
 export const DEFAULT_TIMEOUT_MS = 1500;
 
@@ -23,6 +25,9 @@ export interface Settings {
 	maxResults: number | undefined;
 	maxHistoryTokens: number | undefined;
 	historyTool: boolean;
+	/** Evidence at the point of action (tool calls): `LOOKBACK_ACTION=0` or `action.enabled = false` at install turns it off. */
+	action: boolean;
+	actionMaxTokens: number;
 	disabled: boolean;
 	debug: boolean;
 	/** Run `lookback serve --ensure` when this user's reader does not answer (`LOOKBACK_AUTOSTART=0`: never). */
@@ -57,6 +62,17 @@ export function readInstalledCommand(file: URL = INSTALLED_COMMAND_FILE): string
 	return undefined;
 }
 
+/** What `lookback install pi` recorded of the `action` settings (enabled, max_tokens). */
+export function readInstalledAction(file: URL = INSTALLED_COMMAND_FILE): { enabled?: boolean; maxTokens?: number } {
+	const action = readInstalled(file).action;
+	const enabled = field(action, "enabled");
+	const maxTokens = field(action, "max_tokens");
+	return {
+		enabled: typeof enabled === "boolean" ? enabled : undefined,
+		maxTokens: typeof maxTokens === "number" && Number.isInteger(maxTokens) && maxTokens > 0 ? maxTokens : undefined,
+	};
+}
+
 /** The data home `lookback install pi` recorded, or undefined. */
 export function readInstalledHome(file: URL = INSTALLED_COMMAND_FILE): string | undefined {
 	const home = readInstalled(file).home;
@@ -73,6 +89,7 @@ export function readSettings(
 	env: NodeJS.ProcessEnv = process.env,
 	installed = readInstalledCommand(),
 	installedHome = readInstalledHome(),
+	installedAction = readInstalledAction(),
 ): Settings {
 	const [lookbackCommand, ...lookbackArgs] = env.LOOKBACK_COMMAND ? [env.LOOKBACK_COMMAND] : (installed ?? ["lookback"]);
 	return {
@@ -84,6 +101,8 @@ export function readSettings(
 		maxResults: positiveInt(env.LOOKBACK_MAX_RESULTS),
 		maxHistoryTokens: positiveInt(env.LOOKBACK_MAX_HISTORY_TOKENS),
 		historyTool: env.LOOKBACK_HISTORY_TOOL === "1",
+		action: env.LOOKBACK_ACTION !== undefined ? env.LOOKBACK_ACTION !== "0" : (installedAction.enabled ?? true),
+		actionMaxTokens: positiveInt(env.LOOKBACK_ACTION_MAX_TOKENS) ?? installedAction.maxTokens ?? DEFAULT_ACTION_TOKENS,
 		disabled: env.LOOKBACK_DISABLED === "1",
 		debug: Boolean(env.LOOKBACK_DEBUG),
 		autoStart: env.LOOKBACK_AUTOSTART !== "0",
