@@ -58,7 +58,7 @@ SCAN_SHARE = codex_hook.SCAN_SHARE
 _SOURCE = re.compile(rb"Source entry: ([^\s\"\\]+) \(session ")
 
 
-def call_of(hook_input: object) -> tuple[str, dict, str, str | None]:
+def call_of(hook_input: object) -> tuple[str, dict[str, object], str, str | None]:
     """(tool name, arguments, absolute transcript path, cwd) of a PreToolUse input;
     HookSkipped when it is not one."""
     if not isinstance(hook_input, dict) or hook_input.get("hook_event_name") != EVENT:
