@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 
 from lookback.commands.common import add_command, load
@@ -33,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--page", action="store_true",
                         help="also serve the read-only web page on 127.0.0.1 and print its "
                              "one-time login URL (docs/page.md)")
+    parser.add_argument("--page-only", action="store_true",
+                        help="serve only the page, beside a reader that already runs (one "
+                             "the Pi extension or a hook started): read-only, no socket")
     parser.add_argument("--page-port", type=int, default=0,
                         help="with --page: its port (default: a free one)")
     background = parser.add_mutually_exclusive_group()
@@ -56,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     settings = load(args)
     if args.page_url:
         return _page_url(settings)
+    if args.page_only:
+        return _page_only(settings, args)
     if args.ensure or args.stop or args.address:
         if args.host or args.port is not None:
             raise UserError("--ensure, --stop and --address are about the reader on your "
@@ -96,6 +102,42 @@ def run(args: argparse.Namespace) -> int:
          "mcp": "/mcp" in server.mounts}))
     serve_forever(server, beside)
     return 0
+
+
+def _page_only(settings: Settings, args: argparse.Namespace) -> int:
+    """The page alone, for a data home whose reader already runs: this process only reads
+    (``freshness.enabled`` off: the running reader keeps the indexes fresh)."""
+    import msgspec
+
+    from lookback.server import ReaderApp, warm_up
+    from lookback.server.page import PageHTTPServer
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(message)s")
+    reading = msgspec.structs.replace(settings, freshness=msgspec.structs.replace(
+        settings.freshness, enabled=False))
+    app = ReaderApp(reading)
+    try:
+        page = PageHTTPServer(app, args.page_port)
+    except OSError as error:
+        app.close()
+        raise UserError(f"cannot serve the page on port {args.page_port}: "
+                        f"{error.strerror or error}", 1) from None
+    print(f"Lookback page: {page.url}", flush=True)
+    logging.getLogger("lookback.server").warning(json.dumps(
+        {"event": "listening", "page": page.site.url_base}))
+    warm_up()
+    signal.signal(signal.SIGTERM, _exit)
+    try:
+        page.serve_forever()
+    finally:
+        page.server_close()
+        app.close()
+    return 0
+
+
+def _exit(signum: int, frame: object) -> None:
+    raise SystemExit(0)  # SIGTERM: unwind through the ``finally`` that closes the page
 
 
 def _page_url(settings: Settings) -> int:

@@ -298,3 +298,48 @@ def test_page_assets_ship_in_the_package():
     for name, _ in FILES.values():
         text = (ASSETS / name).read_text()
         assert "http://" not in text and "https://" not in text and "//cdn" not in text
+
+
+def test_page_only_serves_the_page_beside_a_reader_and_writes_nothing(tmp_path):
+    """``serve --page-only``: the page for a data home whose reader already runs (started by
+    the Pi extension or a hook), from a process that only reads."""
+    home, cwd = tmp_path / "home", tmp_path / "project"
+    home.mkdir(mode=0o700)
+    cwd.mkdir()
+    from tests.support import index_paths
+
+    from .site import write_session
+
+    session_file = write_session(tmp_path / "sessions", cwd)
+    index_paths(home, session_file)
+    (tmp_path / "none.toml").write_text("")
+    before = {p: p.stat().st_mtime_ns for p in home.rglob("*.sqlite")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lookback.cli", "--home", str(home), "serve", "--page-only",
+         "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={"PATH": "/usr/bin:/bin", "LOOKBACK_CONFIG": str(tmp_path / "none.toml")})
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().removeprefix("Lookback page: ").strip()
+        assert url == json.loads((home / "page.json").read_text())["url"]
+        link = urlsplit(url)
+        connection = http.client.HTTPConnection("127.0.0.1", link.port, timeout=30)
+        connection.request("GET", f"{link.path}?{link.query}")
+        answer = connection.getresponse()
+        answer.read()
+        cookie = answer.getheader("set-cookie", "").split(";")[0]
+        assert answer.status == 303 and cookie
+        connection.request("POST", "/api/tree", body=json.dumps(
+            {"project": str(cwd), "session_id": SESSION_ID}),
+            headers={"Content-Type": "application/json", "Cookie": cookie})
+        answer = connection.getresponse()
+        tree = json.loads(answer.read())
+        assert answer.status == 200, tree
+        assert [c["removed"] for c in tree["compactions"]] == [REMOVED]
+        assert SECRET not in json.dumps(tree)
+        connection.close()
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
+    assert not (home / "page.json").exists()  # its link goes with it
+    assert before and {p: p.stat().st_mtime_ns for p in before} == before  # read only
