@@ -17,6 +17,7 @@ One failure handling for every caller: a failed literal search fails the whole c
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -163,11 +164,13 @@ def coverage(matches: Sequence[Match], topics: Mapping[tuple[str, ...], float]
     """How much of the message's information ``matches`` carry: the share of its
     topics' weight they match, their rarest topic's weight, and the topics matched."""
     keys = frozenset(topic_key(match.term) for match in matches)
-    total = sum(topics.values())
+    total = math.fsum(topics.values())
     weights = [topics.get(key, 0.0) for key in keys]
     if total <= 0 or not weights:
         return 0.0, 0.0, keys
-    return min(1.0, sum(weights) / total), max(weights), keys
+    # fsum: a set's order follows the hash seed, and a plain float sum follows the
+    # order; the share decides what is kept, so it must not move between runs.
+    return min(1.0, math.fsum(weights) / total), max(weights), keys
 
 
 def add_unit_coverage(ranked: list[Ranked], topics: Mapping[tuple[str, ...], float],
@@ -175,7 +178,7 @@ def add_unit_coverage(ranked: list[Ranked], topics: Mapping[tuple[str, ...], flo
     """Each candidate's coverage with the candidate just before or after it in its
     session (the better): a tool call and its result, a question and its answer, are
     one unit of meaning. ``matched`` holds each item's topics, by ``id``."""
-    total = sum(topics.values())
+    total = math.fsum(topics.values())
     by_position = {(item.row.session_id, item.row.seq): item for item in ranked}
     for item in ranked:
         best, peak = item.coverage, item.peak
@@ -184,7 +187,7 @@ def add_unit_coverage(ranked: list[Ranked], topics: Mapping[tuple[str, ...], flo
             other = by_position.get((item.row.session_id, item.row.seq + step))
             if other is not None and total > 0:
                 union = own | matched[id(other)]
-                share = min(1.0, sum(topics.get(key, 0.0) for key in union) / total)
+                share = min(1.0, math.fsum(topics.get(key, 0.0) for key in union) / total)
                 if share > best:
                     best, peak = share, max(item.peak, other.peak)
         item.unit_coverage, item.unit_peak = best, peak

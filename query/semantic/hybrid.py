@@ -31,6 +31,7 @@ Nothing here logs or reports request or entry text.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -324,10 +325,10 @@ def lexical_strength(item: Ranked, rarity: Mapping[Any, float]) -> float:
     document and whole-file reads held 45-72% of many paraphrases' rarity).
     """
     weights = {term.text: weight for term, weight in rarity.items()}
-    mass = sum(weights.values())
+    mass = math.fsum(weights.values())
     if mass <= 0:
         return 0.0
-    matched = sum(weights.get(text, 0.0) for text in {m.term.text for m in item.matches})
+    matched = math.fsum(weights.get(text, 0.0) for text in {m.term.text for m in item.matches})
     return matched / mass * STRENGTH_TOKENS / (STRENGTH_TOKENS + max(0, item.row.tokens))
 
 
