@@ -36,7 +36,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
@@ -79,6 +79,8 @@ from lookback.server.routing import Router
 from lookback.settings import Settings
 
 log = logging.getLogger("lookback.server")
+#: A search or source answer: both carry ``status`` and ``warnings`` at their top level.
+_TopLevelAnswer = TypeVar("_TopLevelAnswer", SearchAnswer, SourceAnswer)
 
 Reply = tuple[int, Any, dict[str, Any]]
 
@@ -361,6 +363,13 @@ class ReaderApp:
         return (f"indexed on worker host {route.owner.id}, which is {why}; this reader's "
                 "copy, if any, may be stale (docs/scaling.md)")
 
+    def _marked_copy(self, response: _TopLevelAnswer, route: Any) -> _TopLevelAnswer:
+        """A search or source answer from this reader's copy of a project another host
+        owns: its status marked (``_marked``) and the owner named in its warnings."""
+        return msgspec.structs.replace(
+            response, status=_marked(response.status),
+            warnings=[*(response.warnings or []), self._owner_warning(route)])
+
     def _record_forwarded(self, ref: Any, parsed: Any, forwarded: Reply,
                           started: float) -> None:
         """Keep a forwarded answer in this reader's manifest too (the one URL clients
@@ -401,9 +410,7 @@ class ReaderApp:
         response: SearchAnswer = self.call(self.engine.search_answer, pinned(parsed, ref),
                                            settings=self._settings(grant), reader=self.reader)
         if route is not None:
-            response = msgspec.structs.replace(
-                response, status=_marked(response.status),
-                warnings=[*(response.warnings or []), self._owner_warning(route)])
+            response = self._marked_copy(response, route)
         return 200, encode_answer(response), {"results": len(response.results)}
 
     def source(self, body: dict[str, Any], grant: Grant | None) -> Reply:
@@ -416,9 +423,7 @@ class ReaderApp:
         response: SourceAnswer = self.call(self.engine.source_answer, pinned(parsed, ref),
                                            settings=self._settings(grant), reader=self.reader)
         if route is not None:
-            response = msgspec.structs.replace(
-                response, status=_marked(response.status),
-                warnings=[*(response.warnings or []), self._owner_warning(route)])
+            response = self._marked_copy(response, route)
         return 200, encode_answer(response), {}
 
     def plan(self, body: dict[str, Any], grant: Grant | None) -> Reply:
