@@ -308,3 +308,25 @@ def test_a_recorded_reader_that_runs_but_never_answers_is_not_starting_forever(h
     finally:
         other.kill()
         other.wait()
+
+
+def test_serve_page_beside_a_running_reader_names_page_only_which_works(home):
+    """A reader the Pi extension or a hook started holds the socket: ``serve --page`` says
+    which command serves the page beside it, and that command, as printed, serves it."""
+    lookback(home, "serve", "--ensure")
+    try:
+        wait_for_health(local_reader.address(home), timeout=60)
+        refused = lookback(home, "serve", "--page")
+        assert refused.returncode == 1 and "already listens" in refused.stderr
+        assert "`lookback serve --page-only`" in refused.stderr
+        page = subprocess.Popen([*LOOKBACK, "--home", str(home), "serve", "--page-only"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                env=environment(home))
+        try:
+            assert page.stdout is not None
+            assert page.stdout.readline().startswith("Lookback page: http://127.0.0.1:")
+        finally:
+            page.terminate()
+            assert page.wait(timeout=30) == 0
+    finally:
+        lookback(home, "serve", "--stop")

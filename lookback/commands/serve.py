@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
                             "Unix socket: leave out --host and --port")
         return _background(settings, args)
     from lookback.server import ReaderHTTPServer, make_server, serve_forever
+    from lookback.server.transport import ReaderListens
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(message)s")
@@ -75,7 +76,14 @@ def run(args: argparse.Namespace) -> int:
         from lookback.mcp import require_sdk
 
         require_sdk()  # before binding: a missing extra is a clear error, not a half start
-    server = make_server(settings, args.host, args.port)
+    try:
+        server = make_server(settings, args.host, args.port)
+    except ReaderListens as error:
+        if not args.page:
+            raise
+        port = f" --page-port {args.page_port}" if args.page_port else ""
+        raise UserError(f"{error}; to serve the page beside it: `lookback serve --page-only"
+                        f"{port}`", 1) from None
     if args.mcp:
         from lookback.mcp_server import mount_in
 
@@ -123,12 +131,12 @@ def _page_only(settings: Settings, args: argparse.Namespace) -> int:
         app.close()
         raise UserError(f"cannot serve the page on port {args.page_port}: "
                         f"{error.strerror or error}", 1) from None
-    print(f"Lookback page: {page.url}", flush=True)
-    logging.getLogger("lookback.server").warning(json.dumps(
-        {"event": "listening", "page": page.site.url_base}))
-    warm_up()
-    signal.signal(signal.SIGTERM, _exit)
+    signal.signal(signal.SIGTERM, _exit)  # before the URL: whoever reads it may stop us
     try:
+        print(f"Lookback page: {page.url}", flush=True)
+        logging.getLogger("lookback.server").warning(json.dumps(
+            {"event": "listening", "page": page.site.url_base}))
+        warm_up()
         page.serve_forever()
     finally:
         page.server_close()

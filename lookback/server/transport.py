@@ -533,8 +533,12 @@ def _clear_stale_socket(path: str) -> None:
         return
     finally:
         probe.close()
-    raise UserError(f"a reader already listens at {path} (`lookback serve --stop` stops "
-                    "one started in the background)", 1)
+    raise ReaderListens(f"a reader already listens at {path} (`lookback serve --stop` stops "
+                        "one started in the background)", 1)
+
+
+class ReaderListens(UserError):
+    """Another reader answers on this data home's socket."""
 
 
 def _stop_serving(signum: int, frame: Any) -> None:
