@@ -55,6 +55,9 @@ FRESHNESS_SESSIONS = 5
 CLAUDE_HOOK_MARK = "claude_hook.py"
 #: The mark of Lookback's Codex hook command (``lookback install codex``).
 CODEX_HOOK_MARK = "codex_hook.py"
+#: The PreToolUse hook's script (point-of-action evidence), for both agents.
+ACTION_HOOK_MARK = "action_hook.py"
+ACTION_EVENT = "PreToolUse"
 
 
 @dataclass
@@ -290,7 +293,8 @@ def command_problem(argv: list[str]) -> str | None:
     found = program if os.path.isabs(program) else shutil.which(program)
     if found is None or not Path(found).exists():
         return "is not found" + ("" if os.path.isabs(program) else " on the PATH")
-    scripts = [part for part in argv[1:] if part.endswith((CLAUDE_HOOK_MARK, CODEX_HOOK_MARK))]
+    scripts = [part for part in argv[1:] if part.endswith((CLAUDE_HOOK_MARK, CODEX_HOOK_MARK,
+                                                                  ACTION_HOOK_MARK))]
     if scripts:  # a hook: python -S -I <this install's script>
         ours = Path(__file__).resolve().parent / Path(scripts[0]).name
         if not Path(scripts[0]).exists():
@@ -327,7 +331,7 @@ def _shebang(script: Path) -> str | None:
 
 
 def check_claude_hook(situation: Situation) -> list[Finding]:
-    """Lookback's UserPromptSubmit hook in Claude Code's user or project settings, and
+    """Lookback's UserPromptSubmit (and PreToolUse) hook in Claude Code's settings, and
     that it still works: its Python and script exist, it asks the configured reader."""
     if not situation.claude_dir.is_dir():
         return [Finding("claude-code hook", NOTE,
@@ -349,15 +353,42 @@ def check_claude_hook(situation: Situation) -> list[Finding]:
             fix = fix if place == places[0] else f"lookback install claude-code{shared} " \
                 f"--project {shlex.quote(str(situation.cwd))}"
             return [Finding("claude-code hook", PROBLEM, f"the hook in {place} {problem}", fix)]
+        action = _action_problem(situation, _json(place))
+        if action:
+            fix = fix if place == places[0] else f"lookback install claude-code" \
+                f"{' --shared' if place == places[1] else ''} " \
+                f"--project {shlex.quote(str(situation.cwd))}"
+            return [Finding("claude-code hook", PROBLEM, f"{place}: {action}", fix)]
         return [Finding("claude-code hook", OK, f"installed in {place}")]
     return [Finding("claude-code hook", PROBLEM, "Lookback's UserPromptSubmit hook is not in "
                     f"{places[0]} nor in this project's .claude/settings(.local).json", fix)]
 
 
-def _hook_groups(settings: dict[str, Any]) -> list[dict[str, Any]]:
+def _hook_groups(settings: dict[str, Any], event: str = "UserPromptSubmit"
+                 ) -> list[dict[str, Any]]:
     hooks = settings.get("hooks")
-    groups = hooks.get("UserPromptSubmit") if isinstance(hooks, dict) else None
+    groups = hooks.get(event) if isinstance(hooks, dict) else None
     return [g for g in groups or [] if isinstance(g, dict)]
+
+
+def _action_hooks(document: dict[str, Any]) -> list[tuple[int, int, dict[str, Any]]]:
+    """(group, index, handler) of each of Lookback's PreToolUse hooks in a hooks document."""
+    return [(g, h, handler) for g, group in enumerate(_hook_groups(document, ACTION_EVENT))
+            for h, handler in enumerate(_handlers(group))
+            if isinstance(handler, dict) and ACTION_HOOK_MARK in str(handler.get("command"))]
+
+
+def _action_problem(situation: Situation, document: dict[str, Any]) -> str | None:
+    """Why the PreToolUse hook beside a working UserPromptSubmit hook is missing or cannot
+    work, or None (also when ``action.enabled`` is off: install then writes none)."""
+    if not situation.settings.action.enabled:
+        return None
+    found = _action_hooks(document)
+    if not found:
+        return f"Lookback's {ACTION_EVENT} hook (evidence at the point of action) is missing"
+    problem = _hook_problem(str(found[-1][2]["command"]), situation.reader_url,
+                            situation.settings.home)
+    return f"the {ACTION_EVENT} hook {problem}" if problem else None
 
 
 def _handlers(group: dict[str, Any]) -> list[Any]:
@@ -396,6 +427,17 @@ def check_codex_hook(situation: Situation) -> list[Finding]:
     if trusted[key] != codex_config.hook_hash("UserPromptSubmit", handler):
         return [Finding("codex hook", PROBLEM, f"the hook in {hooks_file} changed since it "
                         "was trusted: codex exec skips it silently", fix)]
+    document = _json(hooks_file)
+    action = _action_problem(situation, document)
+    if action:
+        return [Finding("codex hook", PROBLEM, f"{hooks_file}: {action}", fix)]
+    if situation.settings.action.enabled:
+        group, index, handler = _action_hooks(document)[-1]
+        key = codex_config.hook_key(hooks_file, ACTION_EVENT, group, index)
+        if trusted.get(key) != codex_config.hook_hash(ACTION_EVENT, handler):
+            return [Finding("codex hook", PROBLEM, f"the {ACTION_EVENT} hook in {hooks_file} "
+                            f"is not trusted as it is in {home / 'config.toml'}: codex exec "
+                            "skips it silently", fix)]
     return [Finding("codex hook", OK, f"installed in {hooks_file} and trusted")]
 
 

@@ -405,3 +405,41 @@ def test_codex_mcp_registration_in_config_toml_is_found(user, capsys, monkeypatc
         'args = ["-m", "lookback.cli", "mcp", "--provider", "openai"]\n')
     _, found = doctor(capsys)
     assert found["mcp: codex"][0]["status"] == "ok"
+
+
+def test_a_missing_untrusted_or_broken_pretooluse_hook_is_a_problem(user, capsys, monkeypatch):
+    """With ``action.enabled`` (the default) install writes a PreToolUse hook beside the
+    UserPromptSubmit one; doctor found all well while it was missing (an install from before
+    it), untrusted by Codex (skipped silently) or ran a Python that is gone."""
+    codex_home = user / ".codex"
+    codex_home.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(codex_home))
+    assert lookback("install", "claude-code", "--user") == 0
+    assert lookback("install", "codex") == 0
+    assert {doctor(capsys)[1][c][0]["status"] for c in ("claude-code hook", "codex hook")} \
+        == {"ok"}
+    settings_file, hooks_file = user / ".claude" / "settings.json", codex_home / "hooks.json"
+    for check, place, fix in (("claude-code hook", settings_file,
+                               "lookback install claude-code --user"),
+                              ("codex hook", hooks_file, "lookback install codex")):
+        installed = json.loads(place.read_text())
+        action = installed["hooks"].pop("PreToolUse")
+        place.write_text(json.dumps(installed))
+        finding = doctor(capsys)[1][check][0]
+        assert finding["status"] == "problem" and "PreToolUse" in finding["summary"]
+        assert finding["fix"] == fix
+        good = action[0]["hooks"][0]["command"]
+        action[0]["hooks"][0]["command"] = good.replace(
+            shlex.split(good)[0], str(user / "old-venv" / "python"), 1)
+        installed["hooks"]["PreToolUse"] = action
+        place.write_text(json.dumps(installed))
+        finding = doctor(capsys)[1][check][0]
+        assert finding["status"] == "problem" and "no longer exists" in finding["summary"]
+        assert lookback(*shlex.split(fix)[1:]) == 0  # the fix, as printed
+        assert doctor(capsys)[1][check][0]["status"] == "ok"
+    config = codex_home / "config.toml"
+    lines = config.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if "pre_tool_use" in line)
+    config.write_text("\n".join(lines[:at] + lines[at + 2:]))  # its table and trusted_hash
+    finding = doctor(capsys)[1]["codex hook"][0]
+    assert finding["status"] == "problem" and "PreToolUse" in finding["summary"]
