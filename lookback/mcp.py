@@ -1,8 +1,10 @@
 """``lookback mcp``: Lookback's history as MCP tools, on the official SDK's ``MCPServer``.
 
-Three tools, each answered by a ``lookback.server.ReaderApp`` — the object ``lookback
-serve`` answers ``/v1/*`` with — so a tool call is authorized, kept fresh, time-limited
-and privacy-gated exactly like the HTTP endpoint it stands for:
+Three tools, each answered in process by a ``lookback.server.ReaderApp`` — the object
+``lookback serve`` answers ``/v1/*`` with — through its typed ``ask_*`` methods (no JSON,
+no routing, no HTTP between the tool and the engine), so a tool call is authorized, kept
+fresh, time-limited, forwarded to the owner host and privacy-gated exactly like the HTTP
+endpoint it stands for:
 
 - ``history_search`` → ``POST /v1/search`` (the history search ``lookback search`` runs);
 - ``history_read`` → ``POST /v1/source`` with ``before``/``after`` neighbours;
@@ -18,7 +20,7 @@ Transports: stdio (``lookback mcp``; the client starts it, a token from
 --http``) behind the reader's own Host/Origin guard and bearer tokens
 (``lookback.server.guard``, ``lookback.application.auth``): a request without a valid token
 is refused before the SDK sees it, and every tool call carries the request's
-``Authorization`` header into ``ReaderApp.handle``, so a token reads only its projects.
+``Authorization`` header into ``ReaderApp``'s grants, so a token reads only its projects.
 
 This module (the tools' logic and text, the HTTP guard) needs no SDK;
 ``lookback.mcp_server`` holds the SDK's server and transports (the ``mcp`` extra,
@@ -28,13 +30,13 @@ This module (the tools' logic and text, the HTTP guard) needs no SDK;
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-import msgspec
 import orjson
 
 from lookback.application.errors import ApiError
-from lookback.errors import UserError
+from lookback.errors import LookbackError, UserError
 from lookback.index.layout import find_project
 from lookback.index.status import recent_sessions
 from lookback.query.context.evidence import envelope
@@ -114,7 +116,7 @@ class HistoryTools:
     """The tools' logic, without the SDK: each method returns the tool's text.
 
     ``authorization`` is the ``Authorization`` header the call came with (HTTP) or the
-    stdio server's own (``Bearer $LOOKBACK_TOKEN``), checked by ``ReaderApp.handle``.
+    stdio server's own (``Bearer $LOOKBACK_TOKEN``), checked by the ``ReaderApp``.
     ``default_project`` (stdio: the folder the client started the server in) is used
     when a call names no session.
     """
@@ -133,7 +135,7 @@ class HistoryTools:
                provider: str | None = None) -> str:
         body = {"text": query, "scope": scope, "max_results": limit,
                 **self._session(session_file, project, session_id)}
-        answer = self._call("POST", "/v1/search", authorization, body, provider, SearchAnswer)
+        answer = self._ask(self.app.ask_search, authorization, body, provider)
         if answer.status != "ok":
             return _not_ok(answer.status, answer.warnings or [])
         results = answer.results
@@ -156,7 +158,7 @@ class HistoryTools:
             raise ToolRefused("name the entry's session: session_id (from a history_search "
                               "result) or session_file")
         body = {"entry_id": entry_id, "before": before, "after": after, **names}
-        answer = self._call("POST", "/v1/source", authorization, body, provider, SourceAnswer)
+        answer = self._ask(self.app.ask_source, authorization, body, provider)
         if answer.status not in ("ok", "withheld"):
             return _not_ok(answer.status, answer.warnings or [])
         own = answer.entry or None
@@ -174,7 +176,7 @@ class HistoryTools:
         return "\n\n".join(parts)
 
     def status(self, authorization: str | None) -> str:
-        answer = self._call("GET", "/v1/health", authorization, None, None, dict)
+        answer = self._asked(lambda: self.app.ask_health(authorization))
         projects = [p for p in answer.get("projects") or [] if isinstance(p, dict)]
         lines = [f"{len(projects)} indexed project{'s' if len(projects) != 1 else ''} "
                  f"({answer.get('mode')} mode)."]
@@ -202,29 +204,26 @@ class HistoryTools:
             names["project"] = self.default_project
         return names
 
-    def _call(self, method: str, path: str, authorization: str | None, body: dict[str, Any] | None,
-              provider: str | None, kind: type[Answer]) -> Answer:
-        """The endpoint's answer decoded once, into ``kind`` (the contract's struct)."""
-        if body is not None:
-            body["provider"] = provider or self.provider
-            body = {key: value for key, value in body.items() if value is not None}
-        raw = orjson.dumps(body) if body is not None else b""
-        status, payload, _ = self.app.handle(method, path, authorization, raw)
-        if status == 200:
-            if isinstance(payload, bytes | bytearray):
-                decoded: Answer = msgspec.json.decode(payload, type=kind)
-                return decoded
-            converted: Answer = msgspec.convert(payload, kind)
-            return converted
-        answer = orjson.loads(payload) if isinstance(payload, bytes | bytearray) else payload
-        error = (answer or {}).get("error") if isinstance(answer, dict) else None
-        code = error.get("code") if isinstance(error, dict) else None
-        if status in (401, 403):
-            # Unknown and not granted read the same: a client learns nothing about what exists.
-            raise ToolRefused("refused: this client is not granted that project or session, "
-                              "or it is not indexed")
-        message = error.get("message") if isinstance(error, dict) else None
-        raise ToolRefused(f"{code or 'error'}: {message or 'the request failed'}")
+    def _ask(self, ask: Callable[[dict[str, Any], str | None], Answer],
+             authorization: str | None, body: dict[str, Any], provider: str | None) -> Answer:
+        """The reader's typed answer to ``body`` with this call's provider."""
+        body["provider"] = provider or self.provider
+        body = {key: value for key, value in body.items() if value is not None}
+        return self._asked(lambda: ask(body, authorization))
+
+    @staticmethod
+    def _asked(ask: Callable[[], Answer]) -> Answer:
+        """``ask()``'s answer; a refusal as the tool's refusal text."""
+        try:
+            return ask()
+        except LookbackError as error:
+            if error.http_status in (401, 403):
+                # Unknown and not granted read the same: a client learns nothing about
+                # what exists.
+                raise ToolRefused("refused: this client is not granted that project or "
+                                  "session, or it is not indexed") from None
+            raise ToolRefused(f"{error.code or 'error'}: "
+                              f"{str(error) or 'the request failed'}") from None
 
     def _recent(self, name: Any, now: float) -> list[dict[str, Any]]:
         if not isinstance(name, str):

@@ -4,6 +4,8 @@ measurable without sockets.
 
 ``ReaderApp.handle(method, target, authorization, body)`` returns
 ``(status, payload, log_fields)``; ``lookback.server.transport`` puts it on the wire.
+The MCP tools ask the same answers in process (``ask_search``, ``ask_source``,
+``ask_health``): typed, without the JSON and routing between.
 
 Endpoints (all JSON): ``POST /v1/retrieve``, ``/v1/search``, ``/v1/source``,
 ``/v1/plan``, ``/v1/nudge``; ``GET /v1/health``, ``/v1/manifest?session_id=...``.
@@ -83,6 +85,7 @@ log = logging.getLogger("lookback.server")
 _TopLevelAnswer = TypeVar("_TopLevelAnswer", SearchAnswer, SourceAnswer)
 
 Reply = tuple[int, Any, dict[str, Any]]
+Asked = TypeVar("Asked", SearchAnswer, SourceAnswer, dict[str, Any])
 
 
 class ReaderApp:
@@ -151,10 +154,7 @@ class ReaderApp:
         forwarded again). ``owner``: the caller authenticated as the data home's owner
         some other way (the page's cookie, ``lookback.server.page``), so no token is
         asked for."""
-        self._deadline.value = deadline
-        self._asked.authorization = authorization
-        self._asked.forwarded = forwarded
-        self._asked.unasked = None
+        self._begin(authorization, deadline, forwarded)
         parts = urlsplit(target)
         route = self.routes.get((method, parts.path))
         try:
@@ -179,6 +179,47 @@ class ReaderApp:
             log.error(json.dumps({"event": "internal-error", "error": type(error).__name__}))
             return 500, ApiError(500, "internal", "internal error").payload(), {
                 "error": "internal"}
+
+    def _begin(self, authorization: str | None, deadline: float | None,
+               forwarded: bool) -> None:
+        """Note on this thread what the request's answer needs besides its body."""
+        self._deadline.value = deadline
+        self._asked.authorization = authorization
+        self._asked.forwarded = forwarded
+        self._asked.unasked = None
+
+    # -- in-process face: the MCP tools (``lookback.mcp``) ------------------------------
+
+    def ask_search(self, body: dict[str, Any], authorization: str | None) -> SearchAnswer:
+        """``POST /v1/search``'s answer, asked in process: no JSON or routing between the
+        caller and the engine; the same grants, privacy settings, freshness, time limit
+        and forwarding to the owner host. Refusals raise ``LookbackError`` (its status
+        and code are the HTTP answer's)."""
+        return self._ask(self._search, body, authorization, SearchAnswer)
+
+    def ask_source(self, body: dict[str, Any], authorization: str | None) -> SourceAnswer:
+        """``POST /v1/source``'s answer, asked in process (as ``ask_search``)."""
+        return self._ask(self._source, body, authorization, SourceAnswer)
+
+    def ask_health(self, authorization: str | None) -> dict[str, Any]:
+        """``GET /v1/health``'s answer, asked in process (as ``ask_search``)."""
+        return self._ask(lambda _, grant: self._health(grant), {}, authorization, dict)
+
+    def _ask(self, answer_of: Callable[[dict[str, Any], Grant | None], Any],
+             body: dict[str, Any], authorization: str | None, kind: type[Asked]) -> Asked:
+        self._begin(authorization, None, False)
+        try:
+            grant = self.grants.lookup(authorization) if self.grants.required else None
+            found = answer_of(body, grant)
+        except LookbackError:
+            raise
+        except Exception as error:  # a bug: answered as ``handle`` answers it
+            log.error(json.dumps({"event": "internal-error", "error": type(error).__name__}))
+            raise ApiError(500, "internal", "internal error") from None
+        if isinstance(found, tuple):  # the owner host's reply, passed on
+            return _passed_on(found, kind)
+        answer: Asked = found
+        return answer
 
     def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run an engine call within what is left of the request's time limit (503 when
@@ -401,6 +442,13 @@ class ReaderApp:
         self.manifests.submit(write)
 
     def search(self, body: dict[str, Any], grant: Grant | None) -> Reply:
+        found = self._search(body, grant)
+        if isinstance(found, tuple):
+            return found
+        return 200, encode_answer(found), {"results": len(found.results)}
+
+    def _search(self, body: dict[str, Any], grant: Grant | None) -> SearchAnswer | Reply:
+        """The search answer, or the owner host's reply when it was forwarded there."""
         parsed = parse_search(body)  # a project alone: its latest session
         ref, route = self._authorize_routed(parsed.names, grant)
         if route is not None and (forwarded := self._forward("/v1/search", body, ref,
@@ -411,9 +459,16 @@ class ReaderApp:
                                            settings=self._settings(grant), reader=self.reader)
         if route is not None:
             response = self._marked_copy(response, route)
-        return 200, encode_answer(response), {"results": len(response.results)}
+        return response
 
     def source(self, body: dict[str, Any], grant: Grant | None) -> Reply:
+        found = self._source(body, grant)
+        if isinstance(found, tuple):
+            return found
+        return 200, encode_answer(found), {}
+
+    def _source(self, body: dict[str, Any], grant: Grant | None) -> SourceAnswer | Reply:
+        """The source answer, or the owner host's reply when it was forwarded there."""
         parsed = parse_source(body)
         ref, route = self._authorize_routed(parsed.names, grant)
         if route is not None and (forwarded := self._forward("/v1/source", body, ref,
@@ -424,7 +479,7 @@ class ReaderApp:
                                            settings=self._settings(grant), reader=self.reader)
         if route is not None:
             response = self._marked_copy(response, route)
-        return 200, encode_answer(response), {}
+        return response
 
     def plan(self, body: dict[str, Any], grant: Grant | None) -> Reply:
         """The planner's decision from kinds and token counts (no conversation text):
@@ -484,6 +539,9 @@ class ReaderApp:
     def health(self, query: dict[str, list[str]], grant: Grant | None) -> Reply:
         """Version, mode, identity and every granted project's index state (``handle``
         answers ``?projects=0`` with ``identity_answer``)."""
+        return 200, self._health(grant), {}
+
+    def _health(self, grant: Grant | None) -> dict[str, Any]:
         report = self.call(self.engine.health, self.settings)
         report = {**report, "identity": self.identity}
         projects = _projects(grant)
@@ -495,8 +553,7 @@ class ReaderApp:
                                   "cache_misses": self.cache.misses}
         server.update(self.keeper.stats())
         server["files"] = file_budget(self.settings).as_dict()
-        report = {**report, "server": server}
-        return 200, report, {}
+        return {**report, "server": server}
 
     def manifest(self, query: dict[str, list[str]], grant: Grant | None) -> Reply:
         session_id = (query.get("session_id") or [""])[0]
@@ -570,6 +627,26 @@ def _parse_json(body: bytes) -> dict[str, Any]:
     if body.count(b"[") + body.count(b"{") > MAX_DEPTH:  # only then can it nest too deep
         check_depth(parsed)
     return parsed
+
+
+def _passed_on(reply: Reply, kind: type[Asked]) -> Asked:
+    """The answer in another host's reply (``_forward``), decoded into ``kind``; an error
+    reply raised as the ``ApiError`` it carries."""
+    status, payload, _ = reply
+    if status == 200:
+        if isinstance(payload, bytes | bytearray):
+            decoded: Asked = msgspec.json.decode(payload, type=kind)
+            return decoded
+        converted: Asked = msgspec.convert(payload, kind)
+        return converted
+    try:
+        answer = orjson.loads(payload) if isinstance(payload, bytes | bytearray) else payload
+    except orjson.JSONDecodeError:
+        answer = None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    error = error if isinstance(error, dict) else {}
+    raise ApiError(status, str(error.get("code") or "error"),
+                   str(error.get("message") or "the request failed"))
 
 
 def _not_found(error: BaseException) -> ApiError:
