@@ -192,8 +192,8 @@ def test_paraphrase_recall_at_5_hybrid_beats_lexical(indexed_fixture: IndexedFix
           f"tuning {found[1]} ({lexical_found[1]})/28, held-out {found[2]} "
           f"({lexical_found[2]})/20, questions-tuning {found[3]} ({lexical_found[3]})/25, "
           f"questions-heldout {found[4]} ({lexical_found[4]})/23")
-    # On the sets that restate an entry the vectors must add hits, never lose one: with
-    # the keywords' ranking of issue 28 lexical ties hashing's hybrid on held-out (3 of 20).
+    # On the sets that restate an entry the vectors must add hits, never lose one; on one
+    # set alone lexical can tie the hybrid (docs/benchmarks.md), so the gain is summed.
     assert restated["hybrid"] > restated["lexical"]
     assert all(hits >= least for hits, least in zip(found, MIN_HYBRID_HITS[name], strict=True))
 

@@ -1,4 +1,4 @@
-"""The page (issue 31, part 2) in a real browser: ``lookback serve --page`` over the fixture
+"""The read-only web page in a real browser: ``lookback serve --page`` over the fixture
 session (``tests.page.site``: a fork, a compaction that removed three entries, one of them
 holding a password), signed in with its one-time URL in Debian's headless Chromium.
 
