@@ -330,3 +330,18 @@ def test_serve_page_beside_a_running_reader_names_page_only_which_works(home):
             assert page.wait(timeout=30) == 0
     finally:
         lookback(home, "serve", "--stop")
+
+
+def test_a_page_port_in_use_is_a_clear_error_for_page_and_page_only(home):
+    """``--page-port`` naming a busy port was a traceback (AttributeError) from the page's
+    listener closing before it had a site."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = str(squatter.getsockname()[1])
+        for flag in ("--page", "--page-only"):
+            done = lookback(home, "serve", flag, "--page-port", port)
+            assert done.returncode == 1, done.stderr
+            assert f"cannot serve the page on port {port}" in done.stderr
+            assert "Traceback" not in done.stderr
+    assert not os.path.exists(local_reader.socket_path(home))  # --page: the reader went too

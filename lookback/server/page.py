@@ -265,7 +265,9 @@ class PageHTTPServer(ReaderHTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
-        self.site.close()
+        site: PageSite | None = getattr(self, "site", None)
+        if site is not None:  # None: the port could not be bound, nothing was started
+            site.close()
 
 
 def page_url(home: Path) -> str | None:
