@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="serve only the page, beside a reader that already runs (one "
                              "the Pi extension or a hook started): read-only, no socket")
     parser.add_argument("--page-port", type=int, default=0,
-                        help="with --page: its port (default: a free one)")
+                        help="with --page or --page-only: its port (default: a free one)")
     background = parser.add_mutually_exclusive_group()
     background.add_argument("--ensure", action="store_true",
                             help="return at once; start the reader in the background (detached, "
