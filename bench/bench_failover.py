@@ -36,39 +36,14 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpus import write_corpus  # noqa: E402
-from lookback.index.layout import project_dir  # noqa: E402
-from lookback.index.store import open_reader  # noqa: E402
+from bench.service_hosts import REDIS_URL, config_of, drop_keys, entries_in, environ  # noqa: E402
 from lookback.ingest.pipeline import ingest_files  # noqa: E402
-from lookback.settings import load_settings  # noqa: E402
 from lookback.workers.apply import drain  # noqa: E402
 from lookback.workers.config import ServiceConfig  # noqa: E402
 from lookback.workers.owner import Applying, take  # noqa: E402
 from lookback.workers.sink import RedisSink  # noqa: E402
 
-REDIS_URL = os.environ.get("LOOKBACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 CWD = "/bench/failover"
-
-
-def environ(root: Path, host: str, prefix: str, **extra: str) -> dict[str, str]:
-    (root / "none.toml").write_text("")
-    return {**os.environ, "LOOKBACK_HOME": str(root / "home"), "LOOKBACK_REDIS_URL": REDIS_URL,
-            "LOOKBACK_WORKERS__KEY_PREFIX": prefix, "LOOKBACK_WORKERS__HOST": host,
-            "LOOKBACK_CONFIG": str(root / "none.toml"), **extra}
-
-
-def config_of(env: dict[str, str]) -> ServiceConfig:
-    return ServiceConfig.from_settings(load_settings(environ=env))
-
-
-def entries_in(home: Path) -> int:
-    path = project_dir(home, CWD).index_path()
-    if path is None:
-        return 0
-    connection = open_reader(path)
-    try:
-        return int(connection.execute("SELECT count(*) FROM entries").fetchone()[0])
-    finally:
-        connection.close()
 
 
 def fence_latency(config: ServiceConfig, client: redis.Redis, project: str) -> list[float]:
@@ -126,7 +101,7 @@ def failover(root: Path, sessions: Path, lease: float, sweep: float,
         with RedisSink(config_a, client) as sink:
             ingest_files(sorted(sessions.glob("**/*.jsonl")), sink)
         home_a, home_b = Path(env_a["LOOKBACK_HOME"]), Path(env_b["LOOKBACK_HOME"])
-        while entries_in(home_a) < expected:
+        while entries_in(home_a, CWD) < expected:
             time.sleep(0.1)
         groups = [host_a.pid]
         for record in (home_a / "workers").glob("*.json"):
@@ -137,7 +112,7 @@ def failover(root: Path, sessions: Path, lease: float, sweep: float,
                 os.killpg(group, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        while entries_in(home_b) < expected:
+        while entries_in(home_b, CWD) < expected:
             time.sleep(0.05)
         return {"seconds": time.monotonic() - killed, "lease": lease, "sweep": sweep}
     finally:
@@ -145,13 +120,7 @@ def failover(root: Path, sessions: Path, lease: float, sweep: float,
             if process.poll() is None:
                 process.terminate()
                 process.wait(timeout=60)
-        _drop(client, prefix)
-
-
-def _drop(client: redis.Redis, prefix: str) -> None:
-    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-    if keys:
-        client.delete(*keys)
+        drop_keys(client, prefix)
 
 
 def main() -> None:
@@ -174,14 +143,14 @@ def main() -> None:
         try:
             times = sorted(fence_latency(config_of(env), client, "fence-bench"))
         finally:
-            _drop(client, prefix)
+            drop_keys(client, prefix)
         print(f"fence check (one Lua script): p50 {statistics.median(times):.3f} ms, "
               f"p95 {times[int(len(times) * 0.95)]:.3f} ms over {len(times)} calls")
 
         for keep in (False, True):
             (root / f"apply-{keep}").mkdir()
             result = apply_rate(root / f"apply-{keep}", sessions, keep, client)
-            _drop(client, str(result.pop("prefix")))
+            drop_keys(client, str(result.pop("prefix")))
             print(f"apply {'keep_log' if keep else 'trimmed '}: {result['applied']:,.0f} of "
                   f"{result['events']:,.0f} events in {result['seconds']:.2f} s = "
                   f"{result['events_per_s']:,.0f} events/s; {result['kept']:,.0f} left in the "

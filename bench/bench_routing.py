@@ -45,19 +45,17 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import service_hosts  # noqa: E402
 from bench.corpus import write_corpus  # noqa: E402
-from lookback.index.layout import project_dir  # noqa: E402
-from lookback.index.store import open_reader  # noqa: E402
+from bench.service_hosts import REDIS_URL, config_of, drop_keys, entries_in  # noqa: E402
 from lookback.ingest.pipeline import ingest_files  # noqa: E402
 from lookback.ingest.reader import read_session  # noqa: E402
-from lookback.settings import load_settings  # noqa: E402
 from lookback.workers.config import ServiceConfig  # noqa: E402
 from lookback.workers.nudge import nudge  # noqa: E402
 from lookback.workers.owner import pause, take  # noqa: E402
 from lookback.workers.routes import route  # noqa: E402
 from lookback.workers.sink import RedisSink  # noqa: E402
 
-REDIS_URL = os.environ.get("LOOKBACK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 CWD = "/bench/routing"
 TOKEN = "bench-routing-token-0123"
 
@@ -69,29 +67,11 @@ def free_port() -> int:
 
 
 def environ(root: Path, host: str, prefix: str) -> dict[str, str]:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "none.toml").write_text("")
-    return {**os.environ, "LOOKBACK_HOME": str(root / "home"), "LOOKBACK_REDIS_URL": REDIS_URL,
-            "LOOKBACK_WORKERS__KEY_PREFIX": prefix, "LOOKBACK_WORKERS__HOST": host,
-            "LOOKBACK_CONFIG": str(root / "none.toml"), "LOOKBACK_SERVER__HOST": "127.0.0.1",
-            "LOOKBACK_SERVER__PORT": str(free_port()),
-            "LOOKBACK_SERVER__TOKENS": json.dumps({TOKEN: "*"}),
-            "LOOKBACK_SERVER__CACHE_ENTRIES": "0"}
-
-
-def config_of(env: dict[str, str]) -> ServiceConfig:
-    return ServiceConfig.from_settings(load_settings(environ=env))
-
-
-def entries_in(home: Path, cwd: str) -> int:
-    path = project_dir(home, cwd).index_path()
-    if path is None:
-        return 0
-    connection = open_reader(path)
-    try:
-        return int(connection.execute("SELECT count(*) FROM entries").fetchone()[0])
-    finally:
-        connection.close()
+    """A host's environment with a TCP reader on a free port, the shared token, no cache."""
+    return service_hosts.environ(
+        root, host, prefix, LOOKBACK_SERVER__HOST="127.0.0.1",
+        LOOKBACK_SERVER__PORT=str(free_port()),
+        LOOKBACK_SERVER__TOKENS=json.dumps({TOKEN: "*"}), LOOKBACK_SERVER__CACHE_ENTRIES="0")
 
 
 def questions(sessions: Path, count: int, seed: int = 7) -> list[tuple[str, dict]]:
@@ -273,9 +253,7 @@ def run_hosts(root: Path, sessions: Path, hosts: int, projects: int, expected: d
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 process.kill()
-        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-        if keys:
-            client.delete(*keys)
+        drop_keys(client, prefix)
 
 
 def main() -> None:
