@@ -7,6 +7,7 @@ import pytest
 
 from lookback.api import retrieve
 from lookback.query.search.reader import IndexReader
+from lookback.query.text.terms import names
 from lookback.settings import load_settings
 from tests.support import fixture_path, index_paths
 from tests.test_ranking import write_session
@@ -43,6 +44,19 @@ def test_a_match_on_generic_words_alone_returns_nothing(home, build_log):
 def test_a_rare_word_that_carries_the_message_still_finds_its_entry(home, build_log):
     answer = ask(home, build_log, "why did the invoices migration fail?")
     assert [e["entry_id"] for e in answer["evidence"]][:1] == ["m000"]
+
+
+def test_a_name_history_never_mentions_weighs_as_an_identifier(home, build_log):
+    # "Cypress" is in no row: the backup row carries too little of the message ...
+    assert ask(home, build_log, "was the Cypress backup flaky?")["evidence"] == []
+    # ... while an unseen word that is no name (a paraphrase's) weighs as any word
+    answer = ask(home, build_log, "was the nightly backup flaky?")
+    assert [e["entry_id"] for e in answer["evidence"]][:1] == ["m000"]
+
+
+def test_names_are_capitals_inside_a_sentence():
+    assert names("how did we fix the CORS error? Answer briefly, Redis or Cypress") == {
+        "CORS", "Redis", "Cypress"}  # "Answer" only starts a sentence
 
 
 def test_an_identifier_match_stays_decisive(home, build_log):

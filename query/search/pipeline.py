@@ -45,7 +45,7 @@ from lookback.query.search.searches import (
     fts_search,
     literal_search,
 )
-from lookback.query.search.term_stats import rarity, selective_expression
+from lookback.query.search.term_stats import rarity, selective_expression, unseen
 from lookback.query.search.types import Ranked, Row, Scope, Searched
 from lookback.query.text.dates import TimeSpan, time_spans
 from lookback.query.text.fts_query import folded_phrase, form_prefix
@@ -145,17 +145,38 @@ def term_rarity(connection: apsw.Connection, searched: Searched) -> dict[Term, f
                                                           strict=True) if number is not None}
 
 
-def information(searched: Searched, rarity: Mapping[Term, float] | None
-                ) -> dict[tuple[str, ...], float]:
+def unseen_names(connection: apsw.Connection, searched: Searched,
+                 names: frozenset[str]) -> frozenset[Term]:
+    """The message's names (``text.terms.names``: Redis, CORS, Cypress) when no row of
+    the index holds any of them (``term_stats.unseen``): what the message names is
+    something history never mentions. A message that also names something history
+    knows (a person, a module) is about history, and its other names weigh as words."""
+    query = searched.query
+    if query is None or not names:
+        return frozenset()
+    named = [(term, number) for term, number in zip(searched.terms, query.term_phrases,
+                                                     strict=True)
+             if number is not None and term.text in names]
+    if not named:
+        return frozenset()
+    absent = unseen(connection, [query.phrases[number] for _, number in named])
+    return frozenset(term for term, _ in named) if all(absent) else frozenset()
+
+
+def information(searched: Searched, rarity: Mapping[Term, float] | None,
+                absent: frozenset[Term] = frozenset()) -> dict[tuple[str, ...], float]:
     """The message's topics (terms of one stem are one, ``ranking.topic_key``), each
     weighted by its rarity in the index (1 for a term without one: an identifier the
     index never saw is as informative as a word can be), an identifier, path, error,
     flag or quoted phrase ``LITERAL_WEIGHT`` times: the most specific thing the message
-    says, so words around a name that matches nothing do not stand in for it."""
+    says, so words around a name that matches nothing do not stand in for it. A name
+    the index never saw (``absent``, ``unseen_names``) weighs as much: "the Cypress
+    test" in a project that never mentions Cypress is not answered by its tests."""
     topics: dict[tuple[str, ...], float] = {}
     for term in searched.terms:
         weight = 1.0 if rarity is None else rarity.get(term, 1.0)
-        topics.setdefault(topic_key(term), weight * (LITERAL_WEIGHT if term.is_literal else 1))
+        decisive = term.is_literal or term in absent
+        topics.setdefault(topic_key(term), weight * (LITERAL_WEIGHT if decisive else 1))
     return topics
 
 
@@ -197,7 +218,8 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
                     fts_hits: int, diagnostics: Diagnostics,
                     on_branch: Callable[[Row], bool] | None = None,
                     rarity: dict[Term, float] | None = None,
-                    when: Sequence[TimeSpan] = ()) -> list[Ranked]:
+                    when: Sequence[TimeSpan] = (),
+                    absent: frozenset[Term] = frozenset()) -> list[Ranked]:
     """Steps 7 (verification) and 8: keep rows with a verified match, score, order.
 
     ``allowed_ids`` None skips the defensive branch check (explicit project search).
@@ -205,7 +227,8 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
     is (automatic retrieval searches nothing else). Each item keeps that fact, and
     its "active branch" part comes from it, so a reason and the row cannot disagree.
     ``rarity`` weighs each matched term (``term_rarity``); ``when`` is the times the
-    message names (``time_spans``), a signal inside each tier.
+    message names (``time_spans``), a signal inside each tier; ``absent`` its names
+    the index never saw (``unseen_names``), for the confidence floor's ``information``.
     """
     ranked: list[Ranked] = []
     on_scope = [row for row in rows if allowed_ids is None or row.entry_id in allowed_ids]
@@ -214,7 +237,7 @@ def verify_and_rank(rows: list[Row], searched: Searched, allowed_ids: frozenset[
     # Many rows share their bits, so their matches and topic parts are computed once.
     seen: dict[tuple[int, int, bool], tuple[list[Match], TopicParts | None, Coverage]] = {}
     topics = []
-    message = information(searched, rarity)
+    message = information(searched, rarity, absent)
     matched: dict[int, frozenset[tuple[str, ...]]] = {}
     for row in on_scope:
         branch = on_branch is None or on_branch(row)
@@ -320,10 +343,12 @@ class SemanticStep(Protocol):
 def rank(connection: apsw.Connection, searched: Searched, scope: Scope,
          diagnostics: Diagnostics, *, allowed_ids: frozenset[str] | None = None,
          on_branch: Callable[[Row], bool] | None = None, context_scope: Scope | None = None,
-         when: Sequence[TimeSpan] = (), rerank: Rerank | None = None) -> list[Ranked]:
+         when: Sequence[TimeSpan] = (), rerank: Rerank | None = None,
+         names: frozenset[str] = frozenset()) -> list[Ranked]:
     """Steps 3 to 9 in ``scope``: the verified, ranked, deduplicated candidates.
 
-    ``allowed_ids``, ``on_branch`` and ``when`` are ``verify_and_rank``'s;
+    ``allowed_ids``, ``on_branch`` and ``when`` are ``verify_and_rank``'s; ``names``
+    the message's (``text.terms.names``), for the confidence floor (``unseen_names``);
     ``context_scope`` (the entries in context) counts the FTS hits left out there
     (``Diagnostics.in_context_removed``); ``rerank`` runs after ranking, before
     deduplication. A failed literal search raises; a failed FTS step only warns (see
@@ -350,7 +375,8 @@ def rank(connection: apsw.Connection, searched: Searched, scope: Scope,
     diagnostics.candidates = len(merged)
     weights = term_rarity(connection, searched)
     ranked = verify_and_rank(merged, searched, allowed_ids, len(fts_rows), diagnostics,
-                             on_branch=on_branch, rarity=weights, when=when)
+                             on_branch=on_branch, rarity=weights, when=when,
+                             absent=unseen_names(connection, searched, names))
     if rerank is not None:
         ranked = rerank(ranked, weights)
     return deduplicate(ranked, diagnostics)

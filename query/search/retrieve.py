@@ -56,7 +56,7 @@ from lookback.query.search.reader import IndexReader, NotIndexed
 from lookback.query.search.rows import entries_for, load_texts, session_state
 from lookback.query.search.types import Ranked, Row, Scope, Searched
 from lookback.query.text import tool_query
-from lookback.query.text.terms import QueryTerms, Term
+from lookback.query.text.terms import QueryTerms, Term, names
 
 log = logging.getLogger("lookback.query")
 
@@ -155,7 +155,7 @@ class Retriever:
                                 state.epoch)
         unique = rank(connection, searched, allowed.scope, diagnostics, allowed_ids=allowed.ids,
                       context_scope=allowed.context_scope,
-                      when=times_of(message, request.message_time_ms),
+                      when=times_of(message, request.message_time_ms), names=names(message),
                       rerank=self._semantic(connection, str(path), session_id, allowed.scope,
                                             request, diagnostics))
         chosen = confident(unique)

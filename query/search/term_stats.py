@@ -76,15 +76,27 @@ def rarity(connection: apsw.Connection, phrases: Sequence[str]) -> list[float]:
         total = _row_count(connection)
         if stamp is not None:
             _COUNTS.put((*stamp, None), total)
-    known = _count_tokens(connection, stamp, phrases)
-    found = []
-    for phrase in phrases:
-        found.append(min((known.get(token.casefold()) or _token_rows(connection, stamp, token))[0]
-                         for token in phrase_tokens(phrase)))
+    found = _phrase_rows(connection, stamp, phrases)
     total = max(total, max(found), 1)
     ceiling = _idf(total, 1)
     return [min(1.0, _idf(total, max(count, 1)) / ceiling) if ceiling > 0 else 1.0
             for count in found]
+
+
+def unseen(connection: apsw.Connection, phrases: Sequence[str]) -> list[bool]:
+    """Whether each phrase is in no row of this index (a rarest token it never saw);
+    counted as ``rarity`` counts, from the same memo."""
+    if not phrases:
+        return []
+    return [count == 0 for count in _phrase_rows(connection, _stamp(connection), phrases)]
+
+
+def _phrase_rows(connection: apsw.Connection, stamp: tuple[str, object] | None,
+                 phrases: Sequence[str]) -> list[int]:
+    """The rows of each phrase's rarest token (``rarity``'s ``n``)."""
+    known = _count_tokens(connection, stamp, phrases)
+    return [min((known.get(token.casefold()) or _token_rows(connection, stamp, token))[0]
+                for token in phrase_tokens(phrase)) for phrase in phrases]
 
 
 def _stamp(connection: apsw.Connection) -> tuple[str, object] | None:

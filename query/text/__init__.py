@@ -50,12 +50,14 @@ if TYPE_CHECKING:
     from lookback.query.text.terms import QueryTerms as QueryTerms
     from lookback.query.text.terms import Term as Term
     from lookback.query.text.terms import extract_terms as extract_terms
+    from lookback.query.text.terms import names as names
     from lookback.query.text.tool_calls import ToolQuery as ToolQuery
     from lookback.query.text.tool_calls import tool_query as tool_query
 
 #: Public name -> the module of this package that defines it.
 _EXPORTS = {
     "extract_terms": "terms",
+    "names": "terms",
     "QueryTerms": "terms",
     "Term": "terms",
     "IDENTIFIER": "terms",

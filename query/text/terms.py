@@ -513,6 +513,16 @@ def _dedup_key(found: _Found) -> tuple[str, str]:
     return ("folded", fold(found.text))
 
 
+#: A word written with a capital that does not start a sentence (``names``).
+_NAME = regex.compile(r"(?<![.!?:]\s*|^\W*)\b[\p{L}\p{N}_]*\p{Lu}[\p{L}\p{N}\p{M}_]*")
+
+
+def names(message: str) -> frozenset[str]:
+    """The words ``message`` writes with a capital inside a sentence (Redis, CORS,
+    Cypress): names, not the capital a sentence starts with."""
+    return frozenset(found.group() for found in _NAME.finditer(message))
+
+
 def extract_terms(message: str) -> QueryTerms:
     """Extract the search terms of one user message; never raises on any string.
 
