@@ -19,12 +19,14 @@ from typing import Any
 
 from lookback.index.layout import project_dir
 from lookback.index.store import open_reader
+from lookback.ingest.pipeline import ingest_files
 from lookback.ingest.reader import read_session
 from lookback.settings import load_settings
 from lookback.workers.config import INDEX_QUEUE, ServiceConfig
 from lookback.workers.lifeline import die_with_parent
 from lookback.workers.owner import my_queues
 from lookback.workers.processes import groups
+from lookback.workers.sink import RedisSink
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "pi-sessions"
 LARGE = FIXTURES / "large-session.jsonl"
@@ -94,6 +96,26 @@ def fts_hits(home: Path, cwd: str, query: str, namespace: str = "") -> list[str]
             "WHERE entries_fts MATCH ?", (query,))]
     finally:
         connection.close()
+
+
+def publish(config: ServiceConfig, folder: Path, cwds: list[str], start: int, stop: int,
+            name: str) -> list[Path]:
+    """Append fixture lines ``start:stop`` to one session per project (file and session id
+    ``{name}-{n}``) and publish them through Redis."""
+    paths = []
+    for number, cwd in enumerate(cwds):
+        path = folder / f"{name}-{number}.jsonl"
+        append(path, session_lines(f"{name}-{number}", cwd)[start:stop])
+        paths.append(path)
+    with RedisSink(config) as sink:
+        ingest_files(paths, sink)
+    return paths
+
+
+def complete_once(home: Path, path: Path, cwd: str) -> bool:
+    """Every entry of the session file in the index under ``home``, each event logged once."""
+    logged = logged_entry_ids(home, cwd)
+    return indexed_entries(home, cwd) == expected_entries(path) and len(logged) == len(set(logged))
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from lookback.ingest.pipeline import ingest_files
 from lookback.workers.apply import drain
 from lookback.workers.nudge import APPLY_ACTOR, send
 from lookback.workers.owner import claim, my_queues, owner_of, take
 from lookback.workers.sink import RedisSink
 from tests.service import helpers
 from tests.service.conftest import REDIS_URL, Service, cleanup, make_service
+from tests.service.helpers import complete_once, publish
 
 PROJECTS = [f"/work/team/fail-{n}" for n in range(4)]
 FAST = {"LOOKBACK_WORKERS__LEASE_SECONDS": "2", "LOOKBACK_WORKERS__KEEP_LOG": "true"}
@@ -46,25 +46,6 @@ def hosts(tmp_path: Path):
         second.client.close()
 
 
-def publish(service: Service, folder: Path, start: int, stop: int) -> list[Path]:
-    """Append fixture lines ``start:stop`` to one session per project and publish them."""
-    paths = []
-    for number, cwd in enumerate(PROJECTS):
-        path = folder / f"f{number}.jsonl"
-        helpers.append(path, helpers.session_lines(f"fail-{number}", cwd)[start:stop])
-        paths.append(path)
-    with RedisSink(service.config) as sink:
-        ingest_files(paths, sink)
-    return paths
-
-
-def complete_once(service: Service, path: Path, cwd: str) -> bool:
-    """Every entry of the session file in the host's index, each event logged once."""
-    logged = helpers.logged_entry_ids(service.home, cwd)
-    return (helpers.indexed_entries(service.home, cwd) == helpers.expected_entries(path)
-            and len(logged) == len(set(logged)))
-
-
 def test_a_dead_host_loses_its_projects_to_a_live_one(hosts, tmp_path) -> None:
     first, second, started = hosts
     sessions = tmp_path / "sessions"
@@ -76,18 +57,18 @@ def test_a_dead_host_loses_its_projects_to_a_live_one(hosts, tmp_path) -> None:
         take(second.config, first.client, key)
     host_a = first.worker(threads=1).start()
     started += [host_a, second.worker(threads=1).start()]
-    paths = publish(first, sessions, 0, 60)
+    paths = publish(first.config, sessions, PROJECTS, 0, 60, "fail")
     for service, path, cwd in zip([first, first, second, second], paths, PROJECTS, strict=True):
-        helpers.wait_for(lambda s=service, p=path, c=cwd: complete_once(s, p, c), 60,
+        helpers.wait_for(lambda s=service, p=path, c=cwd: complete_once(s.home, p, c), 60,
                          f"{cwd} applied on its owner")
     epoch = owner_of(first.config, first.client, keys[0]).epoch  # type: ignore[union-attr]
 
     # 1. Host A stops (SIGSTOP) past its lease: B takes its projects, from the kept stream.
     os.killpg(host_a.process.pid, signal.SIGSTOP)  # type: ignore[union-attr]
     frozen = [helpers.indexed_entries(first.home, cwd) for cwd in PROJECTS[:2]]
-    paths = publish(first, sessions, 60, 120)
+    paths = publish(first.config, sessions, PROJECTS, 60, 120, "fail")
     for path, cwd in zip(paths, PROJECTS, strict=True):
-        helpers.wait_for(lambda p=path, c=cwd: complete_once(second, p, c), 90,
+        helpers.wait_for(lambda p=path, c=cwd: complete_once(second.home, p, c), 90,
                          f"{cwd} complete on host B")
     owner = owner_of(first.config, first.client, keys[0])
     assert owner is not None and owner.host == "host-b" and owner.epoch > epoch
@@ -97,20 +78,20 @@ def test_a_dead_host_loses_its_projects_to_a_live_one(hosts, tmp_path) -> None:
     lease = first.config.lease_key(f"host-a:{first.home}")
     helpers.wait_for(lambda: first.client.exists(lease), 30, "host A to renew its lease")
     send(first.config, APPLY_ACTOR, my_queues(first.config)[0], keys[0])  # A's own queue
-    paths = publish(first, sessions, 120, 160)
+    paths = publish(first.config, sessions, PROJECTS, 120, 160, "fail")
     log = tmp_path / "a" / "worker.log"
     helpers.wait_for(lambda: f"{keys[0]} belongs to host-b" in log.read_text(), 30,
                      "host A to forward the stale nudge")
     for path, cwd in zip(paths, PROJECTS, strict=True):
-        helpers.wait_for(lambda p=path, c=cwd: complete_once(second, p, c), 60,
+        helpers.wait_for(lambda p=path, c=cwd: complete_once(second.home, p, c), 60,
                          f"{cwd} complete on host B after A resumed")
     assert [helpers.indexed_entries(first.home, cwd) for cwd in PROJECTS[:2]] == frozen
 
     # 3. A dies for good (SIGKILL): B goes on answering every entry exactly once.
     host_a.kill()
-    paths = publish(first, sessions, 160, 220)
+    paths = publish(first.config, sessions, PROJECTS, 160, 220, "fail")
     for path, cwd in zip(paths, PROJECTS, strict=True):
-        helpers.wait_for(lambda p=path, c=cwd: complete_once(second, p, c), 60,
+        helpers.wait_for(lambda p=path, c=cwd: complete_once(second.home, p, c), 60,
                          f"{cwd} complete on host B after A died")
 
 
@@ -123,7 +104,7 @@ def test_a_stale_owner_commits_no_batch_after_a_takeover(hosts, tmp_path) -> Non
                            LOOKBACK_WORKERS__BATCH_EVENTS="10", **FAST)
     sessions = tmp_path / "sessions"
     sessions.mkdir()
-    path = publish(first, sessions, 0, 80)[0]
+    path = publish(first.config, sessions, PROJECTS, 0, 80, "fail")[0]
     key = RedisSink(first.config).project(PROJECTS[0])
     take(batched.config, first.client, key)
 
@@ -137,7 +118,7 @@ def test_a_stale_owner_commits_no_batch_after_a_takeover(hosts, tmp_path) -> Non
     assert len(helpers.logged_entry_ids(batched.home, PROJECTS[0])) <= 10
     second_report = drain(second.config, first.client, key)  # B rebuilds from the kept stream
     assert second_report.skipped is None
-    assert complete_once(second, path, PROJECTS[0])
+    assert complete_once(second.home, path, PROJECTS[0])
     batched.client.close()
 
 
@@ -191,7 +172,7 @@ def test_take_and_index_refuse_what_would_split_a_project(tmp_path) -> None:
     try:
         sessions = tmp_path / "sessions"
         sessions.mkdir()
-        path = publish(first, sessions, 0, 40)[0]
+        path = publish(first.config, sessions, PROJECTS, 0, 40, "fail")[0]
         key = RedisSink(first.config).project(PROJECTS[0])
         assert drain(first.config, first.client, key).applied > 0  # host A applies, trims
 
@@ -226,7 +207,7 @@ def test_status_and_doctor_name_a_dead_owner_and_its_orphaned_queue(hosts, tmp_p
     first, second, _ = hosts
     sessions = tmp_path / "sessions"
     sessions.mkdir()
-    publish(first, sessions, 0, 20)
+    publish(first.config, sessions, PROJECTS, 0, 20, "fail")
     key = RedisSink(first.config).project(PROJECTS[0])
     take(first.config, first.client, key)  # A's lease is held now (by `owner --take`)
     first.client.delete(first.config.nudge_key(key))
@@ -265,7 +246,7 @@ def test_a_reader_names_the_host_that_owns_a_project(hosts, tmp_path) -> None:
     first, second, _ = hosts
     sessions = tmp_path / "sessions"
     sessions.mkdir()
-    paths = publish(first, sessions, 0, 30)
+    paths = publish(first.config, sessions, PROJECTS, 0, 30, "fail")
     key = RedisSink(first.config).project(PROJECTS[0])
     assert drain(first.config, first.client, key).applied > 0  # indexed on host A
     second.home.mkdir(parents=True, exist_ok=True)
@@ -292,7 +273,7 @@ def test_a_worker_without_its_hosts_lease_applies_nothing(hosts, tmp_path) -> No
     first, _, _ = hosts
     sessions = tmp_path / "sessions"
     sessions.mkdir()
-    publish(first, sessions, 0, 20)
+    publish(first.config, sessions, PROJECTS, 0, 20, "fail")
     key = RedisSink(first.config).project(PROJECTS[0])
     first.client.set(first.config.lease_key(f"host-a:{first.home}"), "otherbox pid 1 x",
                      px=60_000)
@@ -326,9 +307,9 @@ def test_a_redis_restart_with_its_append_only_file_moves_nothing(tmp_path) -> No
         sessions = tmp_path / "sessions"
         sessions.mkdir()
         owners = [first, first, second, second]
-        paths = publish(first, sessions, 0, 50)
+        paths = publish(first.config, sessions, PROJECTS, 0, 50, "fail")
         for service, path, cwd in zip(owners, paths, PROJECTS, strict=True):
-            helpers.wait_for(lambda s=service, p=path, c=cwd: complete_once(s, p, c), 60,
+            helpers.wait_for(lambda s=service, p=path, c=cwd: complete_once(s.home, p, c), 60,
                              f"{cwd} applied on its owner")
         before = [owner_of(first.config, first.client, key) for key in keys]
 
@@ -336,9 +317,9 @@ def test_a_redis_restart_with_its_append_only_file_moves_nothing(tmp_path) -> No
         own.start()  # same port, same append-only file
         first.client.close()
         assert [owner_of(first.config, first.client, key) for key in keys] == before
-        paths = publish(first, sessions, 50, 100)
+        paths = publish(first.config, sessions, PROJECTS, 50, 100, "fail")
         for service, path, cwd in zip(owners, paths, PROJECTS, strict=True):
-            helpers.wait_for(lambda s=service, p=path, c=cwd: complete_once(s, p, c), 60,
+            helpers.wait_for(lambda s=service, p=path, c=cwd: complete_once(s.home, p, c), 60,
                              f"{cwd} applied on its owner after the restart")
         for other, cwd in zip([second, second, first, first], PROJECTS, strict=True):
             assert helpers.indexed_entries(other.home, cwd) == []  # nothing moved

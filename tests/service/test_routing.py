@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from lookback.ingest.pipeline import ingest_files
 from lookback.workers.owner import owner_of, take
 from lookback.workers.sink import RedisSink
 from tests.server.client import Client
@@ -29,6 +28,7 @@ from tests.server.conftest import PROMPT
 from tests.server.processes import free_port
 from tests.service import helpers
 from tests.service.conftest import REDIS_URL, Service, cleanup, make_service
+from tests.service.helpers import complete_once, publish
 from tests.service.test_crashes import OwnRedis
 from tests.service.test_workers import start_watcher, stop
 
@@ -126,24 +126,6 @@ def teardown(hosts: list[Host]) -> None:
         host.service.client.close()
 
 
-def publish(service: Service, folder: Path, cwds: list[str], start: int,
-            stop_at: int) -> list[Path]:
-    paths = []
-    for number, cwd in enumerate(cwds):
-        path = folder / f"r{number}.jsonl"
-        helpers.append(path, helpers.session_lines(f"route-{number}", cwd)[start:stop_at])
-        paths.append(path)
-    with RedisSink(service.config) as sink:
-        ingest_files(paths, sink)
-    return paths
-
-
-def complete_once(service: Service, path: Path, cwd: str) -> bool:
-    logged = helpers.logged_entry_ids(service.home, cwd)
-    return (helpers.indexed_entries(service.home, cwd) == helpers.expected_entries(path)
-            and len(logged) == len(set(logged)))
-
-
 def unanswered(reader: Reader, path: Path, cwd: str) -> list[str]:
     """What ``reader`` does not answer as ``ok`` about the session: each entry read by id
     (naming the project, as MCP does), and a retrieve naming the session file (as the Pi
@@ -192,9 +174,9 @@ def test_every_reader_answers_a_moved_project_and_marks_what_it_cannot_ask(tmp_p
             host.start()
         sessions = tmp_path / "sessions"
         sessions.mkdir()
-        paths = publish(first, sessions, cwds, 0, 30)
+        paths = publish(first.config, sessions, cwds, 0, 30, "route")
         for host, path, cwd in zip(hosts, paths, cwds, strict=True):
-            helpers.wait_for(lambda s=host.service, p=path, c=cwd: complete_once(s, p, c), 60,
+            helpers.wait_for(lambda s=host.service, p=path, c=cwd: complete_once(s.home, p, c), 60,
                              f"{cwd} applied on its owner")
         readers = [host.reader for host in hosts if host.reader is not None]
         for reader in readers:
@@ -214,13 +196,13 @@ def test_every_reader_answers_a_moved_project_and_marks_what_it_cannot_ask(tmp_p
                               env=first.environ, capture_output=True, timeout=60).returncode
         assert code == 0
         take(hosts[1].service.config, first.client, keys[0])
-        paths = publish(first, sessions, cwds, 30, 50)
-        helpers.wait_for(lambda: complete_once(hosts[1].service, paths[0], cwds[0]), 60,
+        paths = publish(first.config, sessions, cwds, 30, 50, "route")
+        helpers.wait_for(lambda: complete_once(hosts[1].service.home, paths[0], cwds[0]), 60,
                          "project 0 rebuilt on host b")
         assert helpers.indexed_entries(first.home, cwds[0]) != \
             helpers.expected_entries(paths[0])  # a's copy is stale now
         for path, cwd, host in zip(paths[1:], cwds[1:], hosts[1:], strict=True):
-            helpers.wait_for(lambda s=host.service, p=path, c=cwd: complete_once(s, p, c), 60,
+            helpers.wait_for(lambda s=host.service, p=path, c=cwd: complete_once(s.home, p, c), 60,
                              f"{cwd} applied on its owner")
         for reader in readers:
             for path, cwd in zip(paths, cwds, strict=True):
@@ -286,24 +268,24 @@ def test_a_host_killed_for_good_every_reader_answers_every_entry(tmp_path) -> No
             host.start()
         sessions = tmp_path / "sessions"
         sessions.mkdir()
-        paths = publish(first, sessions, cwds, 0, 40)
+        paths = publish(first.config, sessions, cwds, 0, 40, "route")
         for host, path, cwd in zip(hosts, paths, cwds, strict=True):
-            helpers.wait_for(lambda s=host.service, p=path, c=cwd: complete_once(s, p, c), 60,
+            helpers.wait_for(lambda s=host.service, p=path, c=cwd: complete_once(s.home, p, c), 60,
                              f"{cwd} applied on its owner")
         readers = [host.reader for host in hosts if host.reader is not None]
         assert answered_everywhere(readers, paths, cwds)
 
         hosts[0].kill()
-        paths = publish(first, sessions, cwds, 40, 80)
+        paths = publish(first.config, sessions, cwds, 40, 80, "route")
         survivors = [host.reader for host in hosts[1:] if host.reader is not None]
         helpers.wait_for(lambda: owner_host(first, cwds[0]) in ("b", "c"), 90,
                          "project 0 taken over")
         helpers.wait_for(lambda: answered_everywhere(survivors, paths, cwds), 90,
                          "every entry answered through every reader", every=0.5)
         new_owner = hosts[1] if owner_host(first, cwds[0]) == "b" else hosts[2]
-        assert complete_once(new_owner.service, paths[0], cwds[0])
+        assert complete_once(new_owner.service.home, paths[0], cwds[0])
         for host, path, cwd in zip(hosts[1:], paths[1:], cwds[1:], strict=True):
-            assert complete_once(host.service, path, cwd)
+            assert complete_once(host.service.home, path, cwd)
     finally:
         teardown(hosts)
 
@@ -336,7 +318,7 @@ def test_redis_restarted_without_persistence_no_reader_answers_a_stale_copy(tmp_
                          "every project claimed")
         owners = {cwd: owner_host(first, cwd) for cwd in cwds}
         homes = {host.service.config.host: host.service for host in hosts}
-        helpers.wait_for(lambda: all(complete_once(homes[owners[cwd]], path, cwd)  # type: ignore[index]
+        helpers.wait_for(lambda: all(complete_once(homes[owners[cwd]].home, path, cwd)  # type: ignore[index]
                                      for path, cwd in zip(paths, cwds, strict=True)), 60,
                          "every project applied on its owner")
         readers = [host.reader for host in hosts if host.reader is not None]
