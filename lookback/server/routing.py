@@ -59,7 +59,7 @@ class Router:
         self.client = redis_client(self.config, timeout=LOOKUP_TIMEOUT_SECONDS)
         self.me = f"{self.config.host}:{self.config.home}"
         self.timeout = settings.server.forward_timeout_seconds
-        self._transient = transient_errors()
+        self.transient_errors = transient_errors()  # Registration catches them too
         self._down_until = 0.0
         self._connections = threading.local()  # per thread: owner URL -> kept-alive connection
         self.registration: Registration | None = None
@@ -73,7 +73,7 @@ class Router:
             return None
         try:
             return route(self.config, self.client, project)
-        except self._transient:
+        except self.transient_errors:
             self._down_until = time.monotonic() + REDIS_RETRY_SECONDS
             log.warning(json.dumps({"event": "routing-paused", "reason": "redis unreachable"}))
             return None
@@ -160,7 +160,7 @@ class Registration(threading.Thread):
         try:
             register_reader(self.router.config, self.router.client, self.url)
             return True
-        except self.router._transient:  # a Redis blip: the next round tries again
+        except self.router.transient_errors:  # a Redis blip: the next round tries again
             return False
 
     def run(self) -> None:
@@ -174,7 +174,7 @@ class Registration(threading.Thread):
         self.stopping.set()
         try:
             forget_reader(self.router.config, self.router.client, self.url)
-        except self.router._transient:
+        except self.router.transient_errors:
             pass
 
 
