@@ -126,6 +126,24 @@ def teardown(hosts: list[Host]) -> None:
         host.service.client.close()
 
 
+def place_and_apply(hosts: list[Host], cwds: list[str], sessions: Path,
+                    entries: int) -> tuple[list[str], list[Path], list[Reader]]:
+    """Host n owns project n; its first ``entries`` lines are published and applied on
+    its owner. The projects' keys, their session files and the running readers."""
+    first = hosts[0].service
+    keys = [RedisSink(first.config).project(cwd) for cwd in cwds]
+    for key, host in zip(keys, hosts, strict=True):
+        take(host.service.config, first.client, key)
+    for host in hosts:
+        host.start()
+    sessions.mkdir()
+    paths = publish(first.config, sessions, cwds, 0, entries, "route")
+    for host, path, cwd in zip(hosts, paths, cwds, strict=True):
+        helpers.wait_for(lambda s=host.service, p=path, c=cwd: complete_once(s.home, p, c), 60,
+                         f"{cwd} applied on its owner")
+    return keys, paths, [host.reader for host in hosts if host.reader is not None]
+
+
 def unanswered(reader: Reader, path: Path, cwd: str) -> list[str]:
     """What ``reader`` does not answer as ``ok`` about the session: each entry read by id
     (naming the project, as MCP does), and a retrieve naming the session file (as the Pi
@@ -167,18 +185,8 @@ def test_every_reader_answers_a_moved_project_and_marks_what_it_cannot_ask(tmp_p
     hosts = make_hosts(tmp_path, ["a", "b", "c"])
     try:
         first = hosts[0].service
-        keys = [RedisSink(first.config).project(cwd) for cwd in cwds]
-        for key, host in zip(keys, hosts, strict=True):
-            take(host.service.config, first.client, key)
-        for host in hosts:
-            host.start()
         sessions = tmp_path / "sessions"
-        sessions.mkdir()
-        paths = publish(first.config, sessions, cwds, 0, 30, "route")
-        for host, path, cwd in zip(hosts, paths, cwds, strict=True):
-            helpers.wait_for(lambda s=host.service, p=path, c=cwd: complete_once(s.home, p, c), 60,
-                             f"{cwd} applied on its owner")
-        readers = [host.reader for host in hosts if host.reader is not None]
+        keys, paths, readers = place_and_apply(hosts, cwds, sessions, 30)
         for reader in readers:
             for path, cwd in zip(paths, cwds, strict=True):
                 assert unanswered(reader, path, cwd) == [], (reader.port, cwd)
@@ -261,18 +269,8 @@ def test_a_host_killed_for_good_every_reader_answers_every_entry(tmp_path) -> No
     hosts = make_hosts(tmp_path, ["a", "b", "c"])
     try:
         first = hosts[0].service
-        keys = [RedisSink(first.config).project(cwd) for cwd in cwds]
-        for key, host in zip(keys, hosts, strict=True):
-            take(host.service.config, first.client, key)
-        for host in hosts:
-            host.start()
         sessions = tmp_path / "sessions"
-        sessions.mkdir()
-        paths = publish(first.config, sessions, cwds, 0, 40, "route")
-        for host, path, cwd in zip(hosts, paths, cwds, strict=True):
-            helpers.wait_for(lambda s=host.service, p=path, c=cwd: complete_once(s.home, p, c), 60,
-                             f"{cwd} applied on its owner")
-        readers = [host.reader for host in hosts if host.reader is not None]
+        _, paths, readers = place_and_apply(hosts, cwds, sessions, 40)
         assert answered_everywhere(readers, paths, cwds)
 
         hosts[0].kill()
