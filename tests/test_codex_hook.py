@@ -251,6 +251,7 @@ def test_install_writes_a_trusted_hook_that_runs(monkeypatch, capsys, tmp_path, 
     (codex_home / "hooks.json").write_text(json.dumps({"hooks": {"UserPromptSubmit": [other]}}))
     (codex_home / "config.toml").write_text('model = "fake-model"\n\n[model_providers.fake]\n'
                                             'name = "Fake"\n')
+    monkeypatch.setenv("LOOKBACK_ACTION__ENABLED", "false")  # the prompt hook alone
     monkeypatch.setenv("CODEX_HOME", str(codex_home))
     monkeypatch.setenv("LOOKBACK_HOME", reader.home)
     assert main(["install", "codex"]) == 0
@@ -274,6 +275,7 @@ def test_install_writes_a_trusted_hook_that_runs(monkeypatch, capsys, tmp_path, 
 
 
 def test_a_reinstall_with_new_settings_retrusts_in_place(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("LOOKBACK_ACTION__ENABLED", "false")  # the prompt hook alone
     monkeypatch.setenv("CODEX_HOME", str(tmp_path))
     assert main(["install", "codex"]) == 0
     monkeypatch.setenv("LOOKBACK_CODEX__HOOK_TIMEOUT_MS", "900")
@@ -296,6 +298,7 @@ def test_install_writes_through_symlinks_and_keeps_the_files_mode(monkeypatch, c
     (dotfiles / "config.toml").write_text('model = "kept"\n')
     (dotfiles / "config.toml").chmod(0o600)
     (codex_home / "config.toml").symlink_to(dotfiles / "config.toml")
+    monkeypatch.setenv("LOOKBACK_ACTION__ENABLED", "false")  # the prompt hook alone
     monkeypatch.setenv("CODEX_HOME", str(codex_home))
     assert main(["install", "codex"]) == 0
     assert (codex_home / "config.toml").is_symlink()
