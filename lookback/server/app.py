@@ -450,16 +450,9 @@ class ReaderApp:
     def _search(self, body: dict[str, Any], grant: Grant | None) -> SearchAnswer | Reply:
         """The search answer, or the owner host's reply when it was forwarded there."""
         parsed = parse_search(body)  # a project alone: its latest session
-        ref, route = self._authorize_routed(parsed.names, grant)
-        if route is not None and (forwarded := self._forward("/v1/search", body, ref,
-                                                             route)) is not None:
-            return forwarded
-        self.keeper.refresh(parsed.names, ref)  # the live leaf is searchable too
-        response: SearchAnswer = self.call(self.engine.search_answer, pinned(parsed, ref),
-                                           settings=self._settings(grant), reader=self.reader)
-        if route is not None:
-            response = self._marked_copy(response, route)
-        return response
+        answer: SearchAnswer | Reply = self._routed("/v1/search", body, parsed, grant,
+                                                    self.engine.search_answer)
+        return answer
 
     def source(self, body: dict[str, Any], grant: Grant | None) -> Reply:
         found = self._source(body, grant)
@@ -469,14 +462,22 @@ class ReaderApp:
 
     def _source(self, body: dict[str, Any], grant: Grant | None) -> SourceAnswer | Reply:
         """The source answer, or the owner host's reply when it was forwarded there."""
-        parsed = parse_source(body)
+        answer: SourceAnswer | Reply = self._routed("/v1/source", body, parse_source(body),
+                                                    grant, self.engine.source_answer)
+        return answer
+
+    def _routed(self, path: str, body: dict[str, Any], parsed: Any, grant: Grant | None,
+                answer: Callable[..., Any]) -> Any:
+        """A search or source: forwarded to the project's owner host when another owns
+        it, else answered here from the fresh index (the live leaf included), and marked
+        when it is a copy the owner could not confirm."""
         ref, route = self._authorize_routed(parsed.names, grant)
-        if route is not None and (forwarded := self._forward("/v1/source", body, ref,
+        if route is not None and (forwarded := self._forward(path, body, ref,
                                                              route)) is not None:
             return forwarded
         self.keeper.refresh(parsed.names, ref)
-        response: SourceAnswer = self.call(self.engine.source_answer, pinned(parsed, ref),
-                                           settings=self._settings(grant), reader=self.reader)
+        response = self.call(answer, pinned(parsed, ref), settings=self._settings(grant),
+                             reader=self.reader)
         if route is not None:
             response = self._marked_copy(response, route)
         return response
