@@ -73,12 +73,7 @@ def session_tree(reader: IndexReader, policy: PrivacyPolicy, *, project: str,
             "in_context": entry_id in in_context, "removed_by": removed_by.get(entry_id),
             "excerpt": None}
         if text:
-            verdict = policy.gate(text, provider)
-            if verdict.admitted:
-                entry["excerpt"] = _shorten(text)
-            else:
-                entry["withheld"] = verdict.classification.label
-                entry["withheld_reason"] = verdict.reason
+            _gate_excerpt(entry, text, policy, provider, EXCERPT_CHARS)
         entries.append(entry)
     return {"status": "ok", "session_id": session_id, "leaf_id": leaf,
             "entries": entries, "compactions": compactions, "truncated": truncated}
@@ -113,15 +108,21 @@ def with_excerpts(reader: IndexReader, policy: PrivacyPolicy, record: dict[str, 
     for item in record["items"]:
         text = texts.get((item.get("session_id"), item.get("entry_id")))
         item["excerpt"] = None
-        if text is None:
-            continue
-        verdict = policy.gate(text, provider)
-        if verdict.admitted:
-            item["excerpt"] = _shorten(text, chars)
-        else:
-            item["withheld"] = verdict.classification.label
-            item["withheld_reason"] = verdict.reason
+        if text is not None:
+            _gate_excerpt(item, text, policy, provider, chars)
     return record
+
+
+def _gate_excerpt(shown: dict[str, Any], text: str, policy: PrivacyPolicy,
+                  provider: str | None, chars: int) -> None:
+    """Give ``shown`` the excerpt of ``text`` the gate admits for ``provider``, or say
+    why it withholds it (``withheld``, ``withheld_reason``)."""
+    verdict = policy.gate(text, provider)
+    if verdict.admitted:
+        shown["excerpt"] = _shorten(text, chars)
+    else:
+        shown["withheld"] = verdict.classification.label
+        shown["withheld_reason"] = verdict.reason
 
 
 def _entry_texts(reader: IndexReader, project: str | None,
